@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from brokers.formats import DEFAULT_FORMAT, FORMATS, PLANNED_FORMATS, End
@@ -47,6 +48,7 @@ VALUE_KEYS = frozenset(
     }
 )  # fmt: skip
 _ALL_KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {k + FROM_ENV for k in VALUE_KEYS})
+T = TypeVar("T")
 _DEPENDENCY = re.compile(r"^([A-Za-z0-9_.-]+)=([0-9.]+)/([0-9.]+)$")
 
 
@@ -209,7 +211,7 @@ class _Reader:
             key, f"got {_shown(key, self.values.get(key, ''))}; expected {expected}"
         )
 
-    def _convert[T](self, key: str, convert: Callable[[str], T], expected: str) -> T | None:
+    def _convert(self, key: str, convert: Callable[[str], T], expected: str) -> T | None:
         text = self.get(key)
         if text is None:
             return None
