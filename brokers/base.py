@@ -37,6 +37,7 @@ class QueueSnapshot:
     arrivals_total: int | None = None
     completions_total: int | None = None
     counts_exact: bool = True
+    counts_source: str = ""
     consumers: int | None = None
     warnings: tuple[str, ...] = ()
 

@@ -379,6 +379,11 @@ def _parse_dependencies(text: str | None) -> tuple[Dependency, ...]:
             raise InvalidMetadata(
                 "dependencies", f"got {part.strip()!r}; LIMIT and PER_WORKER must be above zero"
             )
+        if math.floor(limit / per_worker + 1e-9) < 1:
+            raise InvalidMetadata(
+                "dependencies",
+                f"got {part.strip()!r}; a LIMIT below PER_WORKER allows no worker at all",
+            )
         if any(d.name == name for d in deps):
             raise InvalidMetadata(
                 "dependencies", f"{name!r} appears twice; name each dependency once"

@@ -1,0 +1,149 @@
+"""Prometheus metrics: per queue (what the sampler saw) and per trigger (what was decided).
+
+Unknown figures are exported as NaN, never as 0. Names follow Prometheus conventions: base units,
+``_seconds``, ``_total`` on counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from brokers.base import QueueSnapshot
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from scaler.policy import Decision
+    from scaler.signals import QueueSignals
+    from scaler.spec import QueueSource, TriggerSpec
+
+PREFIX = "queue_age_scaler"
+QUEUE_LABELS = ("broker", "queue", "format")
+TRIGGER_LABELS = ("namespace", "scaled_object", "queue", "metric")
+
+
+def _value(number: float | None) -> float:
+    return math.nan if number is None else number
+
+
+class Metrics:
+    """The metrics of one server, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+
+        def queue_gauge(name: str, doc: str) -> Gauge:
+            return Gauge(f"{PREFIX}_{name}", doc, QUEUE_LABELS, registry=r)
+
+        def trigger_gauge(name: str, doc: str) -> Gauge:
+            return Gauge(f"{PREFIX}_{name}", doc, TRIGGER_LABELS, registry=r)
+
+        self.depth = queue_gauge("queue_depth", "Jobs ready to run, not yet picked up")
+        self.in_flight = queue_gauge("queue_in_flight", "Jobs picked up and not finished")
+        self.consumers = queue_gauge("queue_consumers", "Workers attached to the queue")
+        self.oldest_age = queue_gauge(
+            "queue_oldest_age_seconds", "Age of the oldest waiting job at the last sample"
+        )
+        self.samples = Counter(f"{PREFIX}_samples", "Samples taken", QUEUE_LABELS, registry=r)
+        self.sample_errors = Counter(
+            f"{PREFIX}_sample_errors", "Samples that failed", (*QUEUE_LABELS, "error"), registry=r
+        )
+        self.payload_warnings = Counter(
+            f"{PREFIX}_payload_warnings",
+            "Job payloads whose timestamp was missing, unreadable or in the future",
+            (*QUEUE_LABELS, "kind"),
+            registry=r,
+        )
+        self.sample_duration = Histogram(
+            f"{PREFIX}_sample_duration_seconds", "Time one sample took", registry=r
+        )
+        self.arrival_rate = trigger_gauge(
+            "arrivals_per_second", "Jobs enqueued per second over the trigger's rateWindow"
+        )
+        self.completion_rate = trigger_gauge(
+            "completions_per_second", "Jobs taken or finished per second over the rateWindow"
+        )
+        self.time_to_drain = trigger_gauge(
+            "time_to_drain_seconds",
+            "Time the backlog needs to drain at current rates (+Inf: never)",
+        )
+        self.desired_workers = trigger_gauge("desired_workers", "Workers the policy asks for")
+        self.ceiling = trigger_gauge(
+            "ceiling_workers", "Most workers the dependencies and maxWorkers allow (NaN: none)"
+        )
+        self.decision = Gauge(
+            f"{PREFIX}_decision",
+            "1 for the reason behind the trigger's current decision",
+            (*TRIGGER_LABELS, "reason"),
+            registry=r,
+        )
+        self.rpc_errors = Counter(
+            f"{PREFIX}_rpc_errors", "RPCs answered with an error", ("method", "code"), registry=r
+        )
+        self._reasons: dict[tuple[str, ...], str] = {}
+        self._lock = threading.Lock()
+
+    # -- per queue ----------------------------------------------------------------------------
+
+    def record_sample(self, source: QueueSource, snapshot: QueueSnapshot, seconds: float) -> None:
+        labels = (source.broker, source.queue, source.format)
+        self.samples.labels(*labels).inc()
+        self.sample_duration.observe(seconds)
+        self.depth.labels(*labels).set(_value(snapshot.depth))
+        self.in_flight.labels(*labels).set(_value(snapshot.in_flight))
+        self.consumers.labels(*labels).set(_value(snapshot.consumers))
+        age = None
+        if snapshot.depth == 0:
+            age = 0.0
+        elif snapshot.oldest_enqueued_at is not None:
+            age = max(0.0, snapshot.observed_at - snapshot.oldest_enqueued_at)
+        self.oldest_age.labels(*labels).set(_value(age))
+        for kind in snapshot.warnings:
+            self.payload_warnings.labels(*labels, kind).inc()
+
+    def record_sample_error(self, source: QueueSource, error: str) -> None:
+        self.sample_errors.labels(source.broker, source.queue, source.format, error).inc()
+
+    def forget_queue(self, source: QueueSource) -> None:
+        labels = (source.broker, source.queue, source.format)
+        for gauge in (self.depth, self.in_flight, self.consumers, self.oldest_age):
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
+
+    # -- per trigger --------------------------------------------------------------------------
+
+    def record_decision(
+        self,
+        namespace: str,
+        name: str,
+        spec: TriggerSpec,
+        signals: QueueSignals,
+        decision: Decision,
+    ) -> None:
+        labels = (namespace, name, spec.source.queue, spec.metric.value)
+        self.arrival_rate.labels(*labels).set(_value(signals.arrival_rate.value))
+        self.completion_rate.labels(*labels).set(_value(signals.completion_rate.value))
+        self.time_to_drain.labels(*labels).set(_value(signals.time_to_drain.value))
+        self.desired_workers.labels(*labels).set(decision.desired_workers)
+        self.ceiling.labels(*labels).set(_value(decision.ceiling))
+        reason = decision.reason_text
+        with self._lock:
+            previous = self._reasons.get(labels)
+            if previous is not None and previous != reason:
+                self.decision.remove(*labels, previous)
+            self._reasons[labels] = reason
+        self.decision.labels(*labels, reason).set(1)
+
+    def record_rpc_error(self, method: str, code: str) -> None:
+        self.rpc_errors.labels(method, code).inc()
+
+    def serve_http(self, host: str, port: int) -> tuple[WSGIServer, int]:
+        """Serve ``/metrics`` on a daemon thread; returns the server and its bound port."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return server, server.server_port

@@ -1,0 +1,160 @@
+"""The scaling policy: a pure function from signals and a trigger spec to a decision.
+
+No I/O and no clock reads: ``now`` and the state that spans calls go in, and come out.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+from brokers.base import Precision
+from scaler.signals import QueueSignals
+from scaler.spec import Metric, TriggerSpec
+
+#: KEDA turns NaN and infinities into 0; an unbounded drain time is sent as this many seconds
+UNBOUNDED_SECONDS = 1e6
+#: weight of a new observation when learning per-worker throughput
+LEARNING_RATE = 0.3
+
+
+class Reason(enum.StrEnum):
+    IDLE = "idle"
+    KEEPING_UP = "keeping up"
+    DRAINING_BACKLOG = "draining backlog"
+    AGE_OVER_TARGET = "age over target"
+    MIN_WORKERS = "minWorkers"
+    LEARNING_THROUGHPUT = "learning throughput"
+    CLAMPED = "clamped"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyState:
+    """What the policy carries from one call to the next for one trigger."""
+
+    #: jobs per second one worker completes, learned from saturated workers
+    learned_throughput: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    desired_workers: int
+    ceiling: int | None
+    limited_by: str | None
+    reason: Reason
+    #: the value to report for the trigger's metric (workers, age or drain time);
+    #: None when the figure it needs is unknown
+    metric_value: float | None
+    active: bool
+    #: workers needed before rounding and bounds; None when it could not be worked out
+    needed: float | None
+    throughput: float | None
+
+    @property
+    def reason_text(self) -> str:
+        if self.reason is Reason.CLAMPED:
+            return f"clamped by {self.limited_by}"
+        return self.reason.value
+
+
+def decide(
+    signals: QueueSignals, spec: TriggerSpec, now: float, state: PolicyState
+) -> tuple[Decision, PolicyState]:
+    """How many workers ``spec``'s queue needs now, and why."""
+    del now  # the signals carry their own time; kept for callers that replay history
+    state = _learn(signals, spec, state)
+    throughput = spec.worker_throughput or state.learned_throughput
+    needed, reason = _needed(signals, spec, throughput)
+    ceiling, limiter = spec.ceiling
+
+    desired = math.ceil(needed - 1e-9) if needed is not None else (signals.consumers or 0)
+    if desired < spec.min_workers:
+        desired, reason = spec.min_workers, Reason.MIN_WORKERS
+    if (signals.depth or signals.in_flight) and desired < 1:
+        desired = 1
+        reason = reason if reason is not Reason.IDLE else Reason.KEEPING_UP
+    if ceiling is not None and desired > ceiling:
+        desired, reason = ceiling, Reason.CLAMPED
+    if desired == 0:
+        reason = Reason.IDLE
+
+    decision = Decision(
+        desired_workers=desired,
+        ceiling=ceiling,
+        limited_by=limiter if reason is Reason.CLAMPED else None,
+        reason=reason,
+        metric_value=_metric_value(signals, spec, desired, ceiling),
+        active=is_active(signals, spec),
+        needed=needed,
+        throughput=throughput,
+    )
+    return decision, state
+
+
+def _learn(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> PolicyState:
+    """Per-worker throughput from observed workers while they are saturated (jobs wait)."""
+    rate = signals.completion_rate
+    saturated = bool(signals.depth) and bool(signals.consumers)
+    if spec.worker_throughput is not None or not saturated or rate.value is None or rate.value <= 0:
+        return state
+    if rate.precision is not Precision.EXACT or signals.consumers is None:
+        return state
+    observed = rate.value / signals.consumers
+    learned = state.learned_throughput
+    blended = observed if learned is None else learned + LEARNING_RATE * (observed - learned)
+    return PolicyState(learned_throughput=blended)
+
+
+def _needed(
+    signals: QueueSignals, spec: TriggerSpec, throughput: float | None
+) -> tuple[float | None, Reason]:
+    depth = signals.depth or 0
+    if not depth and not signals.in_flight:
+        return 0.0, Reason.IDLE
+    needed: float | None = None
+    reason = Reason.LEARNING_THROUGHPUT
+    if throughput:
+        # a lower-bound arrival rate is used as it stands: the need is then "at least" this
+        keep_up = (signals.arrival_rate.value or 0.0) / throughput
+        drain = depth / spec.target_drain_time / throughput
+        needed = keep_up + drain
+        reason = Reason.DRAINING_BACKLOG if drain > keep_up else Reason.KEEPING_UP
+    age = signals.oldest_age.value
+    if age is not None and age > spec.target_age and signals.consumers:
+        by_age = signals.consumers * age / spec.target_age
+        if needed is None or by_age > needed:
+            needed, reason = by_age, Reason.AGE_OVER_TARGET
+    if signals.in_flight and spec.worker_concurrency:
+        busy = signals.in_flight / spec.worker_concurrency
+        if needed is None or busy > needed:
+            needed = busy
+    return needed, reason
+
+
+def _metric_value(
+    signals: QueueSignals, spec: TriggerSpec, desired: int, ceiling: int | None
+) -> float | None:
+    if spec.metric is Metric.WORKERS:
+        return float(desired)
+    figure = signals.oldest_age if spec.metric is Metric.AGE else signals.time_to_drain
+    if figure.value is None:
+        return None
+    value = min(figure.value, UNBOUNDED_SECONDS)
+    if ceiling is not None:
+        # KEDA's Value type gives ceil(ready × value / target) replicas: cap the value so that
+        # the observed workers can never be scaled past the ceiling.
+        observed = max(signals.consumers or 0, 1)
+        value = min(value, spec.metric_target * ceiling / observed)
+    return value
+
+
+def is_active(signals: QueueSignals, spec: TriggerSpec) -> bool:
+    """True while jobs wait beyond the activation thresholds, or jobs run."""
+    if signals.in_flight:
+        return True
+    depth = signals.depth or 0
+    if depth <= spec.activation_depth:
+        return False
+    age = signals.oldest_age.value
+    return spec.activation_age == 0 or age is None or age > spec.activation_age

@@ -1,0 +1,100 @@
+"""The gRPC server: KEDA's ExternalScaler, grpc.health.v1, reflection, and /metrics over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+
+import grpc
+from brokers.registry import open_adapter
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from scaler.generated import externalscaler_pb2 as pb
+from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.metrics import Metrics
+from scaler.sampler import IDLE_AFTER, AdapterFactory, SamplerRegistry
+from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
+
+log = logging.getLogger(__name__)
+
+SCALER_SERVICE = pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name
+DEFAULT_PORT = 6000
+DEFAULT_METRICS_PORT = 8080
+DEFAULT_GRACE = 10.0
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "[::]"
+    port: int = DEFAULT_PORT
+    #: None: no metrics endpoint
+    metrics_port: int | None = DEFAULT_METRICS_PORT
+    grace: float = DEFAULT_GRACE
+    profiles: Mapping[str, str] = field(default_factory=dict)
+    idle_after: float = IDLE_AFTER
+    first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT
+
+
+@dataclass
+class RunningServer:
+    port: int
+    metrics_port: int | None
+    service: ExternalScalerService
+    metrics: Metrics
+    samplers: SamplerRegistry
+
+
+@contextlib.asynccontextmanager
+async def running_server(
+    config: ServerConfig, open_adapter_: AdapterFactory = open_adapter
+) -> AsyncIterator[RunningServer]:
+    """Serve until the block exits, then shut down gracefully within ``config.grace``."""
+    metrics = Metrics()
+    samplers = SamplerRegistry(open_adapter_, metrics, idle_after=config.idle_after)
+    service = ExternalScalerService(
+        samplers, metrics, config.profiles, first_sample_timeout=config.first_sample_timeout
+    )
+    health_servicer = health.aio.HealthServicer()
+    server = grpc.aio.server()
+    pb_grpc.add_ExternalScalerServicer_to_server(service, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = (SCALER_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+    port = server.add_insecure_port(f"{config.host}:{config.port}")
+    http_server = None
+    metrics_port = None
+    if config.metrics_port is not None:
+        http_server, metrics_port = metrics.serve_http(
+            config.host.strip("[]") or "::", config.metrics_port
+        )
+    await server.start()
+    for name in ("", SCALER_SERVICE):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("serving on port %d (metrics on %s)", port, metrics_port)
+    try:
+        yield RunningServer(port, metrics_port, service, metrics, samplers)
+    finally:
+        log.info("shutting down: no new RPCs, %gs for running ones", config.grace)
+        await health_servicer.enter_graceful_shutdown()
+        service.shutting_down.set()  # StreamIsActive streams end with OK
+        await server.stop(config.grace)
+        await samplers.aclose()
+        if http_server is not None:
+            http_server.shutdown()
+            http_server.server_close()
+        log.info("stopped")
+
+
+async def serve(config: ServerConfig) -> None:
+    """Run until SIGTERM or SIGINT."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with running_server(config):
+        await stop.wait()

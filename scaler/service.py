@@ -1,0 +1,236 @@
+"""KEDA's ExternalScaler service, answered from the samplers' cached snapshots.
+
+This module is the one boundary where the project's errors become gRPC status codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TypeVar
+
+import grpc
+
+from scaler.errors import InvalidMetadata, QueueMisconfigured, ScalerError, Unavailable
+from scaler.generated import externalscaler_pb2 as pb
+from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.metrics import Metrics
+from scaler.policy import Decision, PolicyState, decide
+from scaler.sampler import SamplerRegistry
+from scaler.signals import QueueSignals, compute_signals
+from scaler.spec import TriggerSpec, parse_metadata
+
+log = logging.getLogger(__name__)
+
+#: how long the first request for a queue waits for its first sample
+FIRST_SAMPLE_TIMEOUT = 1.0
+#: while active, StreamIsActive repeats ``true`` this often
+STREAM_REPEAT = 1.0
+#: distinct metadata sets whose parsed spec is kept
+SPEC_CACHE_SIZE = 4096
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+
+
+def status_of(error: Exception) -> tuple[grpc.StatusCode, str]:
+    """The gRPC status for an error: the one place this mapping is made."""
+    if isinstance(error, InvalidMetadata):
+        return grpc.StatusCode.INVALID_ARGUMENT, f"invalid trigger metadata: {error}"
+    if isinstance(error, QueueMisconfigured):
+        return grpc.StatusCode.FAILED_PRECONDITION, str(error)
+    if isinstance(error, Unavailable):
+        return grpc.StatusCode.UNAVAILABLE, str(error)
+    return grpc.StatusCode.INTERNAL, f"internal error: {error!r}"
+
+
+def _answers(
+    method: Callable[
+        [ExternalScalerService, Request, grpc.aio.ServicerContext[Request, Response]],
+        Awaitable[Response],
+    ],
+) -> Callable[
+    [ExternalScalerService, Request, grpc.aio.ServicerContext[Request, Response]],
+    Awaitable[Response],
+]:
+    """Turn the project's errors into gRPC statuses for a unary method."""
+
+    @functools.wraps(method)
+    async def wrapper(
+        self: ExternalScalerService,
+        request: Request,
+        context: grpc.aio.ServicerContext[Request, Response],
+    ) -> Response:
+        try:
+            return await method(self, request, context)
+        except ScalerError as error:
+            await self._abort(method.__name__, error, context)
+            raise  # unreachable: abort raises
+
+    return wrapper
+
+
+class ExternalScalerService(pb_grpc.ExternalScalerServicer):
+    def __init__(
+        self,
+        samplers: SamplerRegistry,
+        metrics: Metrics,
+        profiles: Mapping[str, str],
+        *,
+        first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT,
+    ) -> None:
+        self._samplers = samplers
+        self._metrics = metrics
+        self._profiles = dict(profiles)
+        self._first_sample_timeout = first_sample_timeout
+        self._states: dict[tuple[str, str, TriggerSpec], PolicyState] = {}
+        self._decisions: dict[tuple[str, str, TriggerSpec], tuple[str, int]] = {}
+        self.shutting_down = asyncio.Event()
+        self._parse = functools.lru_cache(maxsize=SPEC_CACHE_SIZE)(self._parse_uncached)
+
+    # -- the four RPCs ------------------------------------------------------------------------
+
+    @_answers
+    async def GetMetricSpec(
+        self,
+        request: pb.ScaledObjectRef,
+        context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.GetMetricSpecResponse],
+    ) -> pb.GetMetricSpecResponse:
+        spec = self.spec_of(request)
+        self._samplers.get(spec)  # start sampling now, so GetMetrics finds it warm
+        target = spec.metric_target
+        return pb.GetMetricSpecResponse(
+            metricSpecs=[
+                pb.MetricSpec(
+                    metricName=spec.metric_name,
+                    targetSize=max(1, round(target)),
+                    targetSizeFloat=target,
+                )
+            ]
+        )
+
+    @_answers
+    async def GetMetrics(
+        self,
+        request: pb.GetMetricsRequest,
+        context: grpc.aio.ServicerContext[pb.GetMetricsRequest, pb.GetMetricsResponse],
+    ) -> pb.GetMetricsResponse:
+        ref = request.scaledObjectRef
+        spec = self.spec_of(ref)
+        if request.metricName and request.metricName != spec.metric_name:
+            raise InvalidMetadata(
+                "metricName",
+                f"asked for metric {request.metricName!r}, but this trigger's metric is {spec.metric_name!r}",
+            )
+        _, decision = await self.evaluate(ref, spec)
+        if decision.metric_value is None:
+            raise Unavailable(
+                f"the {spec.metric.value} of {spec.source.describe()} is unknown right now "
+                "(no readable enqueue time, or no rates yet)"
+            )
+        value = decision.metric_value
+        return pb.GetMetricsResponse(
+            metricValues=[
+                pb.MetricValue(
+                    metricName=spec.metric_name, metricValue=round(value), metricValueFloat=value
+                )
+            ]
+        )
+
+    @_answers
+    async def IsActive(
+        self,
+        request: pb.ScaledObjectRef,
+        context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.IsActiveResponse],
+    ) -> pb.IsActiveResponse:
+        _, decision = await self.evaluate(request, self.spec_of(request))
+        return pb.IsActiveResponse(result=decision.active)
+
+    async def StreamIsActive(
+        self,
+        request: pb.ScaledObjectRef,
+        context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.IsActiveResponse],
+    ) -> AsyncIterator[pb.IsActiveResponse]:
+        """The current state at once, then ``true`` within a sample of work appearing, repeated
+        every second while active. Ends with OK when the server shuts down."""
+        try:
+            spec = self.spec_of(request)
+            sampler = self._samplers.get(spec)
+            with sampler.watched():
+                last: bool | None = None
+                last_sent = 0.0
+                loop = asyncio.get_running_loop()
+                while not self.shutting_down.is_set():
+                    _, decision = await self.evaluate(request, spec)
+                    now = loop.time()
+                    if decision.active != last or (
+                        decision.active and now - last_sent >= STREAM_REPEAT
+                    ):
+                        yield pb.IsActiveResponse(result=decision.active)
+                        last, last_sent = decision.active, now
+                    await self._next_sample_or_shutdown(sampler.wait_for_sample(STREAM_REPEAT))
+        except ScalerError as error:
+            await self._abort("StreamIsActive", error, context)
+
+    # -- shared steps -------------------------------------------------------------------------
+
+    def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
+        return self._parse(frozenset(ref.scalerMetadata.items()))
+
+    def _parse_uncached(self, items: frozenset[tuple[str, str]]) -> TriggerSpec:
+        return parse_metadata(dict(items), self._profiles)
+
+    async def evaluate(
+        self, ref: pb.ScaledObjectRef, spec: TriggerSpec
+    ) -> tuple[QueueSignals, Decision]:
+        """Signals and decision for one trigger, from the cached snapshots."""
+        sampler = self._samplers.get(spec)
+        history = await sampler.history(self._first_sample_timeout)
+        signals = compute_signals(history, spec.rate_window)
+        key = (ref.namespace, ref.name, spec)
+        decision, self._states[key] = decide(
+            signals, spec, signals.observed_at, self._states.get(key, PolicyState())
+        )
+        self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
+        self._log_decision(key, spec, signals, decision)
+        return signals, decision
+
+    def _log_decision(
+        self,
+        key: tuple[str, str, TriggerSpec],
+        spec: TriggerSpec,
+        signals: QueueSignals,
+        decision: Decision,
+    ) -> None:
+        summary = (decision.reason_text, decision.desired_workers)
+        level = logging.INFO if self._decisions.get(key) != summary else logging.DEBUG
+        self._decisions[key] = summary
+        if log.isEnabledFor(level):
+            log.log(
+                level,
+                "%s/%s %s: %d workers (%s); depth=%s in_flight=%s age=%s (%s) arrivals=%s/s "
+                "completions=%s/s drain=%s consumers=%s ceiling=%s",
+                key[0], key[1], spec.source.describe(), decision.desired_workers, decision.reason_text,
+                signals.depth, signals.in_flight, signals.oldest_age.value, signals.oldest_age.precision,
+                signals.arrival_rate.value, signals.completion_rate.value, signals.time_to_drain.value,
+                signals.consumers, decision.ceiling,
+            )  # fmt: skip
+
+    async def _next_sample_or_shutdown(self, sample: Awaitable[None]) -> None:
+        shutdown = asyncio.ensure_future(self.shutting_down.wait())
+        waiting = asyncio.ensure_future(sample)
+        try:
+            await asyncio.wait((shutdown, waiting), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            shutdown.cancel()
+            waiting.cancel()
+
+    async def _abort(
+        self, method: str, error: ScalerError, context: grpc.aio.ServicerContext[Request, Response]
+    ) -> None:
+        code, message = status_of(error)
+        self._metrics.record_rpc_error(method, code.name)
+        log.debug("%s -> %s: %s", method, code.name, message)
+        await context.abort(code, message)

@@ -1,0 +1,103 @@
+"""Signals from a queue's recent snapshots: oldest age, arrival and completion rates, time to drain.
+
+Each figure carries its precision and its source. Pure: the snapshots and the window go in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from brokers.base import Precision, QueueSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """A value with how far to trust it. ``value`` is None exactly when the precision is unknown."""
+
+    value: float | None
+    precision: Precision
+    source: str = ""
+
+    @classmethod
+    def unknown(cls, source: str = "") -> Figure:
+        return cls(None, Precision.UNKNOWN, source)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSignals:
+    observed_at: float
+    depth: int | None
+    in_flight: int | None
+    consumers: int | None
+    oldest_age: Figure
+    arrival_rate: Figure
+    completion_rate: Figure
+    time_to_drain: Figure
+    #: how much history the rates cover, in seconds
+    rate_span: float
+
+
+def compute_signals(history: Sequence[QueueSnapshot], window: float) -> QueueSignals:
+    """Signals as of the newest snapshot in ``history`` (oldest first), rates over ``window``."""
+    latest = history[-1]
+    arrivals, completions, span = _rates(history, window)
+    return QueueSignals(
+        observed_at=latest.observed_at,
+        depth=latest.depth,
+        in_flight=latest.in_flight,
+        consumers=latest.consumers,
+        oldest_age=_oldest_age(latest),
+        arrival_rate=arrivals,
+        completion_rate=completions,
+        time_to_drain=_time_to_drain(latest.depth, arrivals, completions),
+        rate_span=span,
+    )
+
+
+def _oldest_age(snapshot: QueueSnapshot) -> Figure:
+    if snapshot.depth == 0:
+        return Figure(0.0, Precision.EXACT, "empty")
+    if snapshot.oldest_enqueued_at is None:
+        return Figure.unknown(snapshot.oldest_source)
+    age = max(0.0, snapshot.observed_at - snapshot.oldest_enqueued_at)
+    return Figure(age, snapshot.oldest_precision, snapshot.oldest_source)
+
+
+def _rates(history: Sequence[QueueSnapshot], window: float) -> tuple[Figure, Figure, float]:
+    latest = history[-1]
+    start = latest.observed_at - window
+    # the earliest snapshot inside the window, so the rate covers as much of it as we have
+    base_index = next(i for i, s in enumerate(history) if s.observed_at >= start)
+    base = history[base_index]
+    span = latest.observed_at - base.observed_at
+    exact = all(s.counts_exact for s in history[base_index + 1 :])
+    precision = Precision.EXACT if exact else Precision.LOWER_BOUND
+    source = latest.counts_source
+    return (
+        _rate(base.arrivals_total, latest.arrivals_total, span, precision, source),
+        _rate(base.completions_total, latest.completions_total, span, precision, source),
+        span,
+    )
+
+
+def _rate(
+    before: int | None, after: int | None, span: float, precision: Precision, source: str
+) -> Figure:
+    if before is None or after is None or span <= 0:
+        return Figure.unknown(source)
+    return Figure(max(0, after - before) / span, precision, source)
+
+
+def _time_to_drain(depth: int | None, arrivals: Figure, completions: Figure) -> Figure:
+    """``depth / (μ − λ)``: 0 when nothing waits, infinite when completions lag arrivals."""
+    if depth == 0:
+        return Figure(0.0, Precision.EXACT, "empty")
+    if depth is None or arrivals.value is None or completions.value is None:
+        return Figure.unknown("rates")
+    # a forecast from past rates: an estimate however exact the counts were
+    net = completions.value - arrivals.value
+    if net <= 0:
+        return Figure(math.inf, Precision.ESTIMATE, "rates")
+    return Figure(depth / net, Precision.ESTIMATE, "rates")
