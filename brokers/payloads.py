@@ -1,0 +1,177 @@
+"""Enqueue times out of job payloads, per job library. Pure: no I/O, no clock reads.
+
+A payload that is not what its format expects never raises: the result is an unknown time and
+a warning kind (one of the string constants below), which the adapter passes on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+NOT_JSON = "not_json"
+MISSING_FIELD = "missing_field"
+BAD_TYPE = "bad_type"
+UNPARSEABLE = "unparseable_timestamp"
+FUTURE = "future_timestamp"
+ABSURD = "absurd_timestamp"
+
+#: how far in the future a time may be and still count as clock skew (age clamped to 0)
+MAX_SKEW = 300.0
+#: 2000-01-01T00:00:00Z: anything earlier is a unit or encoding mistake
+EARLIEST = 946_684_800.0
+
+Raw = bytes | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """An enqueue time in unix seconds, the payload field it came from, and any warning.
+
+    ``enqueued_at`` is None when unknown (``warning`` says why, unless no field was asked
+    for). A time slightly in the future is clamped to ``now``, with warning ``FUTURE``.
+    """
+
+    enqueued_at: float | None
+    field: str | None = None
+    warning: str | None = None
+
+
+StampReader = Callable[[Raw, float], Stamp]
+
+
+def sidekiq_stamp(raw: Raw, now: float) -> Stamp:
+    """Sidekiq job JSON: ``enqueued_at`` (else ``created_at``); a float is s (<= 7.x), an int ms (8.x)."""
+    job = _json_object(raw)
+    if isinstance(job, str):
+        return Stamp(None, warning=job)
+    for name in ("enqueued_at", "created_at"):
+        value = job.get(name)
+        if value is not None:
+            break
+    else:
+        return Stamp(None, "enqueued_at", MISSING_FIELD)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return Stamp(None, name, BAD_TYPE)
+    return _checked(_number(value) / (1000 if isinstance(value, int) else 1), name, now)
+
+
+def rq_stamp(raw: Raw, now: float) -> Stamp:
+    """The ``enqueued_at`` field of an RQ job hash: ``%Y-%m-%dT%H:%M:%S.%fZ`` UTC (any ISO 8601)."""
+    text = _text(raw)
+    if text is None:
+        return Stamp(None, "enqueued_at", MISSING_FIELD)
+    return _from_iso(text, "enqueued_at", now)
+
+
+def bullmq_stamp(raw: Raw, now: float) -> Stamp:
+    """The ``timestamp`` field of a BullMQ job hash: epoch milliseconds."""
+    text = _text(raw)
+    if text is None:
+        return Stamp(None, "timestamp", MISSING_FIELD)
+    try:
+        millis = float(text)
+    except ValueError:
+        return Stamp(None, "timestamp", UNPARSEABLE)
+    return _checked(millis / 1000, "timestamp", now)
+
+
+def dramatiq_stamp(raw: Raw, now: float) -> Stamp:
+    """A Dramatiq message (JSON, from the ``.msgs`` hash): ``message_timestamp`` in ms."""
+    return list_stamp(raw, now, "message_timestamp", "ms")
+
+
+def list_stamp(raw: Raw, now: float, path: str | None, unit: str) -> Stamp:
+    """A JSON payload with the time at the dotted ``path`` (``meta.enqueued_at``), in ``unit``.
+
+    ``unit`` is ``s``, ``ms``, ``iso`` or ``auto``: a number above 1e14 is µs, above 1e11 ms,
+    else s; a string is ISO 8601 (or a number written as a string). Without a ``path`` there is
+    nothing to read and no warning.
+    """
+    if path is None:
+        return Stamp(None)
+    job = _json_object(raw)
+    if isinstance(job, str):
+        return Stamp(None, path, job)
+    value: object = job
+    for part in path.split("."):
+        if not isinstance(value, dict) or value.get(part) is None:
+            return Stamp(None, path, MISSING_FIELD)
+        value = value[part]
+    return _from_value(value, path, unit, now)
+
+
+def stamp_reader(format_name: str, path: str | None = None, unit: str = "auto") -> StampReader:
+    """The reader for one format; ``path`` and ``unit`` apply to format ``list`` only."""
+    readers: dict[str, StampReader] = {
+        "sidekiq": sidekiq_stamp,
+        "rq": rq_stamp,
+        "bullmq": bullmq_stamp,
+        "dramatiq": dramatiq_stamp,
+        "list": lambda raw, now: list_stamp(raw, now, path, unit),
+    }
+    return readers[format_name]
+
+
+def _from_value(value: object, name: str, unit: str, now: float) -> Stamp:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return Stamp(None, name, BAD_TYPE)
+    try:
+        number = _number(value)
+    except ValueError:  # a string that is not a number
+        if unit in ("auto", "iso"):
+            return _from_iso(str(value), name, now)
+        return Stamp(None, name, UNPARSEABLE)
+    if unit == "iso":
+        return Stamp(None, name, BAD_TYPE)
+    if unit == "auto":
+        unit = "us" if number > 1e14 else "ms" if number > 1e11 else "s"
+    return _checked(number / {"s": 1, "ms": 1e3, "us": 1e6}[unit], name, now)
+
+
+def _from_iso(text: str, name: str, now: float) -> Stamp:
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return Stamp(None, name, UNPARSEABLE)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return _checked(moment.timestamp(), name, now)
+
+
+def _number(value: float | str) -> float:
+    """A float; an integer too large for one becomes infinity (rejected later as absurd)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def _checked(seconds: float, name: str, now: float) -> Stamp:
+    """Reject absurd times; clamp clock skew so that the age is never negative."""
+    if not math.isfinite(seconds) or seconds < EARLIEST or seconds > now + MAX_SKEW:
+        return Stamp(None, name, ABSURD)
+    if seconds > now:
+        return Stamp(now, name, FUTURE)
+    return Stamp(seconds, name)
+
+
+def _text(raw: Raw) -> str | None:
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8", errors="replace")
+    return raw
+
+
+def _json_object(raw: Raw) -> dict[str, object] | str:
+    """The payload as a JSON object, or the warning kind saying why it is not one."""
+    text = _text(raw)
+    if text is None:
+        return MISSING_FIELD
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return NOT_JSON
+    return value if isinstance(value, dict) else BAD_TYPE
