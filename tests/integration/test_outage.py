@@ -1,0 +1,157 @@
+"""A Redis that stops mid-run: the scaler answers UNAVAILABLE (never 0 or false) while it is gone,
+and answers again when it returns, without a restart. Runs its own redis-server on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import redis
+
+from scaler.generated import externalscaler_pb2 as pb
+from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.server import RunningServer
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.integration
+
+
+class RedisProcess:
+    """A throwaway redis-server we may stop and start again on the same port."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail("redis-server is not installed; scripts/test installs it")
+        self.binary = binary
+        self.port = free_port()
+        self.workdir = workdir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        client.close()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+def push_job(server: RedisProcess, queue: str, age: float) -> None:
+    client = redis.Redis(port=server.port)
+    client.lpush(
+        f"queue:{queue}",
+        json.dumps({"jid": "j1", "class": "W", "args": [], "enqueued_at": (time.time() - age)}),
+    )
+    client.close()
+
+
+async def test_redis_outage_gives_unavailable_then_recovers(
+    scaler: RunningServer, stub: pb_grpc.ExternalScalerStub, own_redis: RedisProcess
+) -> None:
+    push_job(own_redis, "orders", age=30.0)
+    so = pb.ScaledObjectRef(
+        name="orders", namespace="shop",
+        scalerMetadata={"url": own_redis.url, "queue": "orders", "format": "sidekiq", "metric": "age", "sampleInterval": "0.5s", "rateWindow": "5s"},
+    )  # fmt: skip
+    request = pb.GetMetricsRequest(scaledObjectRef=so, metricName="queue-age-age-orders")
+    before = await stub.GetMetrics(request)
+    assert before.metricValues[0].metricValueFloat == pytest.approx(30.0, abs=1.0)
+
+    own_redis.stop()
+    await asyncio.sleep(2.5)  # more than three sample intervals without a sample
+    for call in (stub.GetMetrics(request), stub.IsActive(so)):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "'orders'" in (caught.value.details() or "")
+
+    own_redis.start()  # an empty Redis came back: the queue must now read as empty, not stale
+    push_job(own_redis, "orders", age=7.0)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            after = await stub.GetMetrics(request)
+            if after.metricValues[0].metricValueFloat < 20:
+                break
+        except grpc.aio.AioRpcError as error:
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+        assert time.monotonic() < deadline, "the scaler did not recover after Redis returned"
+        await asyncio.sleep(0.2)
+    assert after.metricValues[0].metricValueFloat == pytest.approx(7.0, abs=1.0)
+    assert (await stub.IsActive(so)).result is True
+
+
+async def test_idle_sampler_stops_and_releases_its_connection(own_redis: RedisProcess) -> None:
+    from scaler.server import ServerConfig, running_server
+
+    config = ServerConfig(host="127.0.0.1", port=0, metrics_port=None, idle_after=1.0)
+    async with (
+        running_server(config) as server,
+        grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
+        stub = pb_grpc.ExternalScalerStub(channel)
+        so = pb.ScaledObjectRef(
+            name="a",
+            namespace="b",
+            scalerMetadata={
+                "url": own_redis.url,
+                "queue": "idle",
+                "format": "sidekiq",
+                "workerThroughput": "1",
+            },
+        )
+        assert (await stub.IsActive(so)).result is False
+        assert len(server.samplers) == 1
+        admin = redis.Redis(port=own_redis.port)
+        assert int(admin.info("clients")["connected_clients"]) == 2  # the scaler's and ours
+        await asyncio.sleep(2.5)
+        assert len(server.samplers) == 0
+        assert int(admin.info("clients")["connected_clients"]) == 1
+        admin.close()
