@@ -59,7 +59,7 @@ async def running_server(
     service = ExternalScalerService(
         samplers, metrics, config.profiles, first_sample_timeout=config.first_sample_timeout
     )
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]
     server = grpc.aio.server()
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
