@@ -1,0 +1,571 @@
+"""The pure policy: signals and a trigger spec in, a decision with its reason out."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pytest
+
+from brokers.base import Precision
+from scaler.policy import (
+    LEARNING_RATE,
+    UNBOUNDED_SECONDS,
+    Decision,
+    PolicyState,
+    Reason,
+    decide,
+    is_active,
+)
+from scaler.signals import Figure, QueueSignals
+from scaler.spec import TriggerSpec, parse_metadata
+
+NOW = 1000.0
+
+
+def spec_of(**metadata: str) -> TriggerSpec:
+    """An RQ trigger (RQ reports its workers, so capacity keys may be left out)."""
+    return parse_metadata({"url": "redis://localhost", "queue": "q", "format": "rq"} | metadata)
+
+
+def _figure(value: float | None, precision: Precision, source: str) -> Figure:
+    return Figure.unknown(source) if value is None else Figure(value, precision, source)
+
+
+def signals_of(
+    *,
+    depth: int | None,
+    in_flight: int | None = None,
+    consumers: int | None = None,
+    age: float | None = None,
+    age_precision: Precision = Precision.EXACT,
+    arrivals: float | None = None,
+    completions: float | None = None,
+    rate_precision: Precision = Precision.EXACT,
+) -> QueueSignals:
+    """Signals as compute_signals would give them; time to drain follows from depth and rates."""
+    if depth == 0:
+        oldest, drain = Figure(0.0, Precision.EXACT, "empty"), Figure(0.0, Precision.EXACT, "empty")
+    else:
+        oldest = _figure(age, age_precision, "test")
+        if depth is None or arrivals is None or completions is None:
+            drain = Figure.unknown("rates")
+        elif completions <= arrivals:
+            drain = Figure(math.inf, Precision.ESTIMATE, "rates")
+        else:
+            drain = Figure(depth / (completions - arrivals), Precision.ESTIMATE, "rates")
+    return QueueSignals(
+        observed_at=NOW,
+        depth=depth,
+        in_flight=in_flight,
+        consumers=consumers,
+        oldest_age=oldest,
+        arrival_rate=_figure(arrivals, rate_precision, "test"),
+        completion_rate=_figure(completions, rate_precision, "test"),
+        time_to_drain=drain,
+        rate_span=60.0,
+    )
+
+
+def run(
+    spec: TriggerSpec, signals: QueueSignals, state: PolicyState | None = None
+) -> tuple[Decision, PolicyState]:
+    return decide(signals, spec, NOW, state or PolicyState())
+
+
+@dataclass(frozen=True)
+class Case:
+    metadata: dict[str, str]
+    signals: QueueSignals
+    desired: int
+    reason: Reason
+    limited_by: str | None = None
+    state: PolicyState = field(default_factory=PolicyState)
+
+
+CASES = {
+    "keeping up: 10/s at 2/s per worker": Case(
+        {"workerThroughput": "2"},
+        signals_of(depth=10, consumers=5, arrivals=10.0, completions=10.0),
+        6,  # 10/2 + 10/60/2 = 5.08
+        Reason.KEEPING_UP,
+    ),
+    "draining backlog: 600 jobs in 60 s at 1/s": Case(
+        {"workerThroughput": "1", "targetDrainTime": "60s"},
+        signals_of(depth=600, arrivals=0.0, completions=0.0),
+        10,
+        Reason.DRAINING_BACKLOG,
+    ),
+    "draining backlog: targetDrainTime 2m halves the need": Case(
+        {"workerThroughput": "1", "targetDrainTime": "2m"},
+        signals_of(depth=600, arrivals=0.0, completions=0.0),
+        5,
+        Reason.DRAINING_BACKLOG,
+    ),
+    "age over target: 120 s vs 60 s with 3 consumers": Case(
+        {"workerThroughput": "1"},
+        signals_of(depth=5, consumers=3, age=120.0, arrivals=0.5, completions=0.5),
+        6,
+        Reason.AGE_OVER_TARGET,
+    ),
+    "age over target from a lower-bound age": Case(
+        {"workerThroughput": "1"},
+        signals_of(
+            depth=5, consumers=3, age=180.0, age_precision=Precision.LOWER_BOUND, arrivals=0.5
+        ),
+        9,
+        Reason.AGE_OVER_TARGET,
+    ),
+    "age at target is not over it": Case(
+        {"workerThroughput": "1"},
+        signals_of(depth=5, consumers=3, age=60.0, arrivals=0.5, completions=0.5),
+        1,
+        Reason.KEEPING_UP,
+    ),
+    "age over target needs observed consumers": Case(
+        {"workerThroughput": "1"},
+        signals_of(depth=5, consumers=None, age=600.0, arrivals=0.5, completions=0.5),
+        1,
+        Reason.KEEPING_UP,
+    ),
+    "clamped by postgres: needs 50, postgres=100/5 allows 20": Case(
+        {"workerThroughput": "1", "dependencies": "postgres=100/5"},
+        signals_of(depth=3000, arrivals=0.0, completions=0.0),
+        20,
+        Reason.CLAMPED,
+        "postgres",
+    ),
+    "clamped by the tightest dependency": Case(
+        {"workerThroughput": "1", "dependencies": "postgres=100/5,payments-api=20/2"},
+        signals_of(depth=3000, arrivals=0.0, completions=0.0),
+        10,
+        Reason.CLAMPED,
+        "payments-api",
+    ),
+    "clamped by maxWorkers": Case(
+        {"workerThroughput": "1", "maxWorkers": "8"},
+        signals_of(depth=600, arrivals=0.0, completions=0.0),
+        8,
+        Reason.CLAMPED,
+        "maxWorkers",
+    ),
+    "age rule clamped too": Case(
+        {"workerThroughput": "1", "maxWorkers": "4"},
+        signals_of(depth=5, consumers=3, age=600.0, arrivals=0.0, completions=0.0),
+        4,
+        Reason.CLAMPED,
+        "maxWorkers",
+    ),
+    "under the ceiling is not clamped": Case(
+        {"workerThroughput": "1", "maxWorkers": "20", "dependencies": "postgres=100/5"},
+        signals_of(depth=600, arrivals=0.0, completions=0.0),
+        10,
+        Reason.DRAINING_BACKLOG,
+    ),
+    "idle: nothing waits or runs": Case(
+        {"workerThroughput": "1"},
+        signals_of(depth=0, in_flight=0, consumers=2, arrivals=0.0, completions=0.0),
+        0,
+        Reason.IDLE,
+    ),
+    "idle with throughput unknown": Case(
+        {},
+        signals_of(depth=0, in_flight=0, consumers=0),
+        0,
+        Reason.IDLE,
+    ),
+    "at least 1 while a job runs": Case(
+        {"workerThroughput": "2"},
+        signals_of(depth=0, in_flight=1, arrivals=0.0, completions=0.0),
+        1,
+        Reason.KEEPING_UP,
+    ),
+    "at least 1 while a job waits and throughput is unknown": Case(
+        {},
+        signals_of(depth=1, in_flight=0, consumers=0),
+        1,
+        Reason.LEARNING_THROUGHPUT,
+    ),
+    "one waiting job at high throughput rounds up to 1": Case(
+        {"workerThroughput": "100"},
+        signals_of(depth=1, arrivals=0.0, completions=0.0),
+        1,
+        Reason.DRAINING_BACKLOG,
+    ),
+    "minWorkers when idle": Case(
+        {"workerThroughput": "1", "minWorkers": "3"},
+        signals_of(depth=0, in_flight=0, arrivals=0.0, completions=0.0),
+        3,
+        Reason.MIN_WORKERS,
+    ),
+    "minWorkers above the need": Case(
+        {"workerThroughput": "1", "minWorkers": "3"},
+        signals_of(depth=60, arrivals=0.0, completions=0.0),
+        3,
+        Reason.MIN_WORKERS,
+    ),
+    "minWorkers below the need": Case(
+        {"workerThroughput": "1", "minWorkers": "2"},
+        signals_of(depth=600, arrivals=0.0, completions=0.0),
+        10,
+        Reason.DRAINING_BACKLOG,
+    ),
+    "rates unknown: depth only": Case(
+        {"workerThroughput": "1"},
+        signals_of(depth=120),
+        2,
+        Reason.DRAINING_BACKLOG,
+    ),
+    "age unknown: no age rule": Case(
+        {"workerThroughput": "1"},
+        signals_of(depth=60, consumers=3, age=None, arrivals=0.0, completions=0.0),
+        1,
+        Reason.DRAINING_BACKLOG,
+    ),
+    "throughput unknown, not learnable: holds observed consumers": Case(
+        {},
+        signals_of(depth=50, consumers=4),
+        4,
+        Reason.LEARNING_THROUGHPUT,
+    ),
+    "throughput unknown, no consumers observed": Case(
+        {},
+        signals_of(depth=50, consumers=None, arrivals=3.0),
+        1,
+        Reason.LEARNING_THROUGHPUT,
+    ),
+    "throughput unknown but age over target": Case(
+        {},
+        signals_of(depth=50, consumers=4, age=90.0),
+        6,
+        Reason.AGE_OVER_TARGET,
+    ),
+    "learned throughput from an earlier call": Case(
+        {},
+        signals_of(depth=100, consumers=4, arrivals=10.0),
+        6,  # 10/2 + 100/60/2 = 5.83
+        Reason.KEEPING_UP,
+        state=PolicyState(learned_throughput=2.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_decide(case: Case) -> None:
+    spec = spec_of(**case.metadata)
+    decision, _ = run(spec, case.signals, case.state)
+    assert decision.desired_workers == case.desired
+    assert decision.reason is case.reason
+    assert decision.limited_by == case.limited_by
+    assert decision.metric_value == float(case.desired)
+    if case.reason is Reason.CLAMPED:
+        assert decision.reason_text == f"clamped by {case.limited_by}"
+        assert decision.ceiling == case.desired
+    else:
+        assert decision.reason_text == case.reason.value
+
+
+def test_keeping_up_needed_before_rounding() -> None:
+    spec = spec_of(workerThroughput="2")
+    decision, _ = run(spec, signals_of(depth=10, consumers=5, arrivals=10.0, completions=10.0))
+    assert decision.needed == pytest.approx(10 / 2 + 10 / 60 / 2)
+    assert decision.throughput == 2.0
+
+
+def test_clamped_decision_reports_the_dependency() -> None:
+    spec = spec_of(workerThroughput="1", dependencies="postgres=100/5")
+    decision, _ = run(spec, signals_of(depth=3000, arrivals=0.0, completions=0.0))
+    assert decision.needed == pytest.approx(50.0)
+    assert (decision.desired_workers, decision.ceiling) == (20, 20)
+    assert decision.limited_by == "postgres"
+    assert decision.reason_text == "clamped by postgres"
+
+
+def test_jobs_in_flight_with_worker_concurrency() -> None:
+    # 20 jobs run on workers that take 4 each: at least 5 workers are busy
+    spec = spec_of(workerThroughput="10", workerConcurrency="4")
+    decision, _ = run(spec, signals_of(depth=1, in_flight=20, arrivals=0.0, completions=0.0))
+    assert decision.desired_workers == 5
+
+
+def test_decide_is_pure() -> None:
+    spec = spec_of()
+    signals = signals_of(depth=100, consumers=4, arrivals=10.0, completions=8.0)
+    state = PolicyState(learned_throughput=1.5)
+    first = run(spec, signals, state)
+    second = run(spec, signals, state)
+    assert first == second
+    assert state == PolicyState(learned_throughput=1.5)
+
+
+# --- learning per-worker throughput --------------------------------------------------------------
+
+
+def test_learns_throughput_from_saturated_consumers() -> None:
+    spec = spec_of()
+    signals = signals_of(depth=100, consumers=4, arrivals=10.0, completions=8.0)
+    decision, state = run(spec, signals)
+    assert state.learned_throughput == pytest.approx(2.0)
+    assert decision.throughput == pytest.approx(2.0)
+    assert decision.desired_workers == 6  # 10/2 + 100/60/2 = 5.83
+    assert decision.reason is Reason.KEEPING_UP
+
+
+def test_learned_throughput_blends_new_observations() -> None:
+    spec = spec_of()
+    signals = signals_of(depth=100, consumers=4, arrivals=10.0, completions=12.0)  # 3/s each
+    _, state = run(spec, signals, PolicyState(learned_throughput=2.0))
+    assert state.learned_throughput == pytest.approx(2.0 + LEARNING_RATE * (3.0 - 2.0))
+
+
+@pytest.mark.parametrize(
+    ("metadata", "signals", "before"),
+    [
+        pytest.param(
+            {},
+            signals_of(
+                depth=100,
+                consumers=4,
+                arrivals=10.0,
+                completions=8.0,
+                rate_precision=Precision.LOWER_BOUND,
+            ),
+            None,
+            id="lower-bound completion rate",
+        ),
+        pytest.param(
+            {},
+            signals_of(depth=0, in_flight=4, consumers=4, arrivals=8.0, completions=8.0),
+            None,
+            id="nothing waits: consumers may be idle",
+        ),
+        pytest.param(
+            {},
+            signals_of(depth=0, in_flight=4, consumers=4, arrivals=8.0, completions=8.0),
+            1.5,
+            id="nothing waits keeps the earlier figure",
+        ),
+        pytest.param(
+            {},
+            signals_of(depth=100, consumers=None, arrivals=10.0, completions=8.0),
+            None,
+            id="consumers unknown",
+        ),
+        pytest.param(
+            {},
+            signals_of(depth=100, consumers=0, arrivals=10.0, completions=8.0),
+            None,
+            id="no consumers",
+        ),
+        pytest.param(
+            {},
+            signals_of(depth=100, consumers=4, arrivals=10.0, completions=0.0),
+            1.5,
+            id="zero completions teach nothing",
+        ),
+        pytest.param(
+            {},
+            signals_of(depth=100, consumers=4),
+            None,
+            id="completion rate unknown",
+        ),
+        pytest.param(
+            {"workerThroughput": "5"},
+            signals_of(depth=100, consumers=4, arrivals=10.0, completions=8.0),
+            None,
+            id="workerThroughput set",
+        ),
+    ],
+)
+def test_throughput_not_learned(
+    metadata: dict[str, str], signals: QueueSignals, before: float | None
+) -> None:
+    spec = spec_of(**metadata)
+    decision, state = run(spec, signals, PolicyState(learned_throughput=before))
+    assert state.learned_throughput == before
+    assert decision.throughput == (spec.worker_throughput or before)
+
+
+def test_lower_bound_rate_leaves_policy_learning() -> None:
+    spec = spec_of()
+    signals = signals_of(
+        depth=100, consumers=4, arrivals=10.0, completions=8.0, rate_precision=Precision.LOWER_BOUND
+    )
+    decision, _ = run(spec, signals)
+    assert decision.reason is Reason.LEARNING_THROUGHPUT
+    assert decision.needed is None
+    assert decision.desired_workers == 4
+
+
+# --- metric values -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("metadata", "signals", "value"),
+    [
+        pytest.param(
+            {"metric": "age"},
+            signals_of(depth=5, consumers=2, age=90.0),
+            90.0,
+            id="age in seconds",
+        ),
+        pytest.param(
+            {"metric": "age"},
+            signals_of(depth=0, in_flight=0, consumers=2),
+            0.0,
+            id="age of an empty queue",
+        ),
+        pytest.param(
+            {"metric": "drainTime"},
+            signals_of(depth=100, consumers=2, arrivals=1.0, completions=3.0),
+            50.0,
+            id="drain time in seconds",
+        ),
+        pytest.param(
+            {"metric": "age", "maxWorkers": "10"},
+            signals_of(depth=500, consumers=5, age=300.0),
+            120.0,  # 60 s x 10 / 5 consumers
+            id="age capped through observed consumers",
+        ),
+        pytest.param(
+            {"metric": "age", "maxWorkers": "10"},
+            signals_of(depth=500, consumers=5, age=90.0),
+            90.0,
+            id="age under the cap is untouched",
+        ),
+        pytest.param(
+            {"metric": "age", "maxWorkers": "10"},
+            signals_of(depth=500, consumers=0, age=3000.0),
+            600.0,  # no consumers: counts as 1
+            id="age cap with no consumers",
+        ),
+        pytest.param(
+            {"metric": "drainTime", "targetDrainTime": "30s", "dependencies": "postgres=100/5"},
+            signals_of(depth=100, consumers=4, arrivals=5.0, completions=2.0),
+            150.0,  # infinite, capped to 30 s x 20 / 4
+            id="infinite drain time capped by the dependency",
+        ),
+        pytest.param(
+            {"metric": "drainTime"},
+            signals_of(depth=100, consumers=4, arrivals=5.0, completions=2.0),
+            UNBOUNDED_SECONDS,
+            id="infinite drain time sent as UNBOUNDED_SECONDS",
+        ),
+        pytest.param(
+            {"metric": "age"},
+            signals_of(depth=5, consumers=2, age=None),
+            None,
+            id="age unknown",
+        ),
+        pytest.param(
+            {"metric": "drainTime"},
+            signals_of(depth=5, consumers=2),
+            None,
+            id="drain time unknown",
+        ),
+    ],
+)
+def test_metric_value(metadata: dict[str, str], signals: QueueSignals, value: float | None) -> None:
+    spec = spec_of(**metadata)
+    decision, _ = run(spec, signals)
+    if value is None:
+        assert decision.metric_value is None
+    else:
+        assert decision.metric_value is not None
+        assert decision.metric_value == pytest.approx(value)
+        assert math.isfinite(decision.metric_value)
+
+
+@pytest.mark.parametrize("consumers", [1, 2, 3, 5, 7, 10])
+@pytest.mark.parametrize("metric", ["age", "drainTime"])
+def test_metric_value_never_scales_past_the_ceiling(metric: str, consumers: int) -> None:
+    spec = spec_of(metric=metric, maxWorkers="10", targetAge="60s")
+    signals = signals_of(
+        depth=10_000, consumers=consumers, age=5000.0, arrivals=9.0, completions=1.0
+    )
+    decision, _ = run(spec, signals)
+    assert decision.metric_value is not None
+    ceiling = 10
+    assert decision.metric_value <= spec.metric_target * ceiling / consumers + 1e-9
+    # what KEDA's Value metric type does with it: ceil(replicas x value / target)
+    assert math.ceil(consumers * decision.metric_value / spec.metric_target - 1e-9) <= ceiling
+
+
+def test_workers_metric_is_desired_workers_with_target_1() -> None:
+    spec = spec_of(workerThroughput="1")
+    decision, _ = run(spec, signals_of(depth=600, arrivals=0.0, completions=0.0))
+    assert spec.metric_target == 1.0
+    assert decision.metric_value == 10.0
+
+
+# --- activation ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("metadata", "signals", "active"),
+    [
+        pytest.param({}, signals_of(depth=0, in_flight=0), False, id="empty and nothing runs"),
+        pytest.param({}, signals_of(depth=0, in_flight=2), True, id="jobs in flight"),
+        pytest.param({}, signals_of(depth=1, age=1.0), True, id="one job waits"),
+        pytest.param({}, signals_of(depth=1, age=None), True, id="one job of unknown age"),
+        pytest.param(
+            {"activationDepth": "5"}, signals_of(depth=5, age=500.0), False, id="depth at threshold"
+        ),
+        pytest.param(
+            {"activationDepth": "5"}, signals_of(depth=6, age=1.0), True, id="depth above threshold"
+        ),
+        pytest.param(
+            {"activationDepth": "5"},
+            signals_of(depth=2, in_flight=1),
+            True,
+            id="below depth threshold but a job runs",
+        ),
+        pytest.param(
+            {"activationAge": "30s"}, signals_of(depth=3, age=10.0), False, id="young jobs"
+        ),
+        pytest.param(
+            {"activationAge": "30s"}, signals_of(depth=3, age=30.0), False, id="age at threshold"
+        ),
+        pytest.param(
+            {"activationAge": "30s"}, signals_of(depth=3, age=45.0), True, id="old enough"
+        ),
+        pytest.param(
+            {"activationAge": "30s"}, signals_of(depth=3, age=None), True, id="age unknown"
+        ),
+        pytest.param(
+            {"activationAge": "30s", "activationDepth": "5"},
+            signals_of(depth=10, age=10.0),
+            False,
+            id="deep but young",
+        ),
+        pytest.param(
+            {"activationAge": "30s", "activationDepth": "5"},
+            signals_of(depth=3, age=100.0),
+            False,
+            id="old but shallow",
+        ),
+        pytest.param(
+            {"activationAge": "30s", "activationDepth": "5"},
+            signals_of(depth=10, age=40.0),
+            True,
+            id="deep and old",
+        ),
+    ],
+)
+def test_is_active(metadata: dict[str, str], signals: QueueSignals, active: bool) -> None:
+    spec = spec_of(workerThroughput="1", **metadata)
+    assert is_active(signals, spec) is active
+    decision, _ = run(spec, signals)
+    assert decision.active is active
+
+
+# --- unknown depth -------------------------------------------------------------------------------
+
+
+def test_unknown_depth_is_not_idle() -> None:
+    # an adapter may report depth=None; unknown is never zero, so it must not be read as
+    # "nothing waits" and answered with 0 workers (KEDA only falls back on errors)
+    spec = spec_of(workerThroughput="1")
+    decision, _ = run(spec, signals_of(depth=None, in_flight=None, consumers=3, arrivals=2.0))
+    assert decision.reason is not Reason.IDLE
+    assert decision.metric_value != 0.0

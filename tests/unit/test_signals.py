@@ -1,0 +1,312 @@
+"""Signals from hand-built snapshot histories: oldest age, rates, time to drain."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from brokers.base import Precision, QueueSnapshot
+from scaler.signals import Figure, QueueSignals, compute_signals
+
+
+def _history(
+    count: int,
+    *,
+    arrivals_per_s: int = 5,
+    completions_per_s: int = 4,
+    depth: int = 10,
+    inexact_at: frozenset[float] = frozenset(),
+) -> list[QueueSnapshot]:
+    """``count`` snapshots one second apart from t=0, counters growing at the given rates."""
+    return [
+        QueueSnapshot(
+            observed_at=float(t),
+            depth=depth,
+            arrivals_total=1000 + arrivals_per_s * t,
+            completions_total=2000 + completions_per_s * t,
+            counts_exact=float(t) not in inexact_at,
+            counts_source="counters",
+        )
+        for t in range(count)
+    ]
+
+
+def _check_figure_invariant(signals: QueueSignals) -> None:
+    for figure in (
+        signals.oldest_age,
+        signals.arrival_rate,
+        signals.completion_rate,
+        signals.time_to_drain,
+    ):
+        assert (figure.value is None) == (figure.precision is Precision.UNKNOWN), figure
+
+
+# --- oldest age ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "expected"),
+    [
+        pytest.param(
+            QueueSnapshot(
+                observed_at=1000.0,
+                depth=5,
+                oldest_enqueued_at=970.0,
+                oldest_precision=Precision.EXACT,
+                oldest_source="payload",
+            ),
+            Figure(30.0, Precision.EXACT, "payload"),
+            id="exact payload timestamp",
+        ),
+        pytest.param(
+            QueueSnapshot(
+                observed_at=1000.0,
+                depth=5,
+                oldest_enqueued_at=987.5,
+                oldest_precision=Precision.ESTIMATE,
+                oldest_source="arrival history",
+            ),
+            Figure(12.5, Precision.ESTIMATE, "arrival history"),
+            id="estimate keeps its precision",
+        ),
+        pytest.param(
+            QueueSnapshot(
+                observed_at=1000.0,
+                depth=5,
+                oldest_enqueued_at=880.0,
+                oldest_precision=Precision.LOWER_BOUND,
+                oldest_source="arrival history",
+            ),
+            Figure(120.0, Precision.LOWER_BOUND, "arrival history"),
+            id="lower bound keeps its precision",
+        ),
+        pytest.param(
+            QueueSnapshot(
+                observed_at=1000.0,
+                depth=5,
+                oldest_enqueued_at=1003.0,
+                oldest_precision=Precision.EXACT,
+                oldest_source="payload",
+            ),
+            Figure(0.0, Precision.EXACT, "payload"),
+            id="enqueue time ahead of the clock is age 0, not negative",
+        ),
+        pytest.param(
+            QueueSnapshot(observed_at=1000.0, depth=0),
+            Figure(0.0, Precision.EXACT, "empty"),
+            id="empty queue is exactly 0",
+        ),
+        pytest.param(
+            QueueSnapshot(
+                observed_at=1000.0,
+                depth=0,
+                oldest_enqueued_at=400.0,
+                oldest_precision=Precision.EXACT,
+            ),
+            Figure(0.0, Precision.EXACT, "empty"),
+            id="empty queue ignores a stale enqueue time",
+        ),
+        pytest.param(
+            QueueSnapshot(observed_at=1000.0, depth=5, oldest_source="payload"),
+            Figure(None, Precision.UNKNOWN, "payload"),
+            id="jobs wait but enqueue time unknown",
+        ),
+        pytest.param(
+            QueueSnapshot(observed_at=1000.0, depth=None),
+            Figure(None, Precision.UNKNOWN, ""),
+            id="depth and enqueue time unknown",
+        ),
+    ],
+)
+def test_oldest_age(snapshot: QueueSnapshot, expected: Figure) -> None:
+    signals = compute_signals([snapshot], window=60.0)
+    assert signals.oldest_age == expected
+    _check_figure_invariant(signals)
+
+
+def test_unknown_age_is_never_zero() -> None:
+    signals = compute_signals([QueueSnapshot(observed_at=50.0, depth=3)], window=60.0)
+    assert signals.oldest_age.value is None
+    assert signals.oldest_age.precision is Precision.UNKNOWN
+
+
+def test_latest_snapshot_fields_pass_through() -> None:
+    history = [
+        QueueSnapshot(observed_at=10.0, depth=1, in_flight=0, consumers=1),
+        QueueSnapshot(observed_at=11.0, depth=7, in_flight=3, consumers=4),
+    ]
+    signals = compute_signals(history, window=60.0)
+    assert (signals.observed_at, signals.depth, signals.in_flight, signals.consumers) == (
+        11.0,
+        7,
+        3,
+        4,
+    )
+
+
+# --- rates ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("window", "span"),
+    [
+        pytest.param(5.0, 5.0, id="5 s window uses the snapshot at t=4"),
+        pytest.param(4.5, 4.0, id="window between samples uses the first one inside it"),
+        pytest.param(100.0, 9.0, id="window longer than history uses all of it"),
+        pytest.param(1.0, 1.0, id="one interval"),
+    ],
+)
+def test_rates_over_the_window(window: float, span: float) -> None:
+    signals = compute_signals(_history(10), window=window)
+    assert signals.rate_span == span
+    assert signals.arrival_rate == Figure(5.0, Precision.EXACT, "counters")
+    assert signals.completion_rate == Figure(4.0, Precision.EXACT, "counters")
+
+
+def test_rates_use_the_earliest_snapshot_inside_the_window() -> None:
+    # arrivals: 0 up to t=4, then 10/s: a 5 s window (t=4..9) must see only the 10/s part
+    history = [
+        QueueSnapshot(
+            observed_at=float(t),
+            depth=0,
+            arrivals_total=0 if t <= 4 else 10 * (t - 4),
+            completions_total=0 if t <= 4 else 10 * (t - 4),
+        )
+        for t in range(10)
+    ]
+    signals = compute_signals(history, window=5.0)
+    assert signals.arrival_rate.value == pytest.approx(50 / 5)
+    signals_all = compute_signals(history, window=60.0)
+    assert signals_all.arrival_rate.value == pytest.approx(50 / 9)
+
+
+@pytest.mark.parametrize(
+    ("inexact_at", "precision"),
+    [
+        pytest.param(frozenset(), Precision.EXACT, id="all exact"),
+        pytest.param(frozenset({7.0}), Precision.LOWER_BOUND, id="lost track inside window"),
+        pytest.param(frozenset({9.0}), Precision.LOWER_BOUND, id="lost track at latest"),
+        pytest.param(frozenset({4.0}), Precision.EXACT, id="window base's own interval is outside"),
+        pytest.param(frozenset({1.0, 2.0}), Precision.EXACT, id="lost track before window"),
+    ],
+)
+def test_inexact_counts_make_rates_lower_bounds(
+    inexact_at: frozenset[float], precision: Precision
+) -> None:
+    signals = compute_signals(_history(10, inexact_at=inexact_at), window=5.0)
+    assert signals.arrival_rate.precision is precision
+    assert signals.completion_rate.precision is precision
+    assert signals.arrival_rate.value == 5.0
+    assert signals.completion_rate.value == 4.0
+
+
+def test_one_snapshot_gives_unknown_rates() -> None:
+    signals = compute_signals(_history(1), window=60.0)
+    assert signals.rate_span == 0.0
+    assert signals.arrival_rate.precision is Precision.UNKNOWN
+    assert signals.arrival_rate.value is None
+    assert signals.completion_rate.value is None
+    assert signals.time_to_drain.value is None
+
+
+def test_window_shorter_than_sample_spacing_gives_unknown_rates() -> None:
+    signals = compute_signals(_history(10), window=0.5)
+    assert signals.arrival_rate.value is None
+    assert signals.completion_rate.value is None
+
+
+@pytest.mark.parametrize(
+    ("base", "latest", "arrivals_known", "completions_known"),
+    [
+        pytest.param((None, None), (None, None), False, False, id="no counters"),
+        pytest.param((10, 20), (None, 30), False, True, id="arrivals missing now"),
+        pytest.param((None, 20), (15, 30), False, True, id="arrivals missing at base"),
+        pytest.param((10, None), (15, 30), True, False, id="completions missing at base"),
+    ],
+)
+def test_missing_counters_give_unknown_rates(
+    base: tuple[int | None, int | None],
+    latest: tuple[int | None, int | None],
+    arrivals_known: bool,
+    completions_known: bool,
+) -> None:
+    history = [
+        QueueSnapshot(observed_at=0.0, depth=4, arrivals_total=base[0], completions_total=base[1]),
+        QueueSnapshot(
+            observed_at=5.0, depth=4, arrivals_total=latest[0], completions_total=latest[1]
+        ),
+    ]
+    signals = compute_signals(history, window=60.0)
+    assert (signals.arrival_rate.value is not None) is arrivals_known
+    assert (signals.completion_rate.value is not None) is completions_known
+    if arrivals_known:
+        assert signals.arrival_rate.value == 1.0
+    if completions_known:
+        assert signals.completion_rate.value == 2.0
+    assert signals.time_to_drain.value is None
+    _check_figure_invariant(signals)
+
+
+def test_counter_going_backwards_is_not_an_exact_zero_rate() -> None:
+    # a broker restart resets its counters: 500 -> 20 over 10 s says nothing exact about the rate
+    history = [
+        QueueSnapshot(observed_at=0.0, depth=50, arrivals_total=500, completions_total=480),
+        QueueSnapshot(observed_at=10.0, depth=50, arrivals_total=20, completions_total=18),
+    ]
+    signals = compute_signals(history, window=60.0)
+    for rate in (signals.arrival_rate, signals.completion_rate):
+        assert rate.precision is not Precision.EXACT, rate
+
+
+# --- time to drain -------------------------------------------------------------------------------
+
+
+def _two(depth: int | None, arrivals: int | None, completions: int | None) -> list[QueueSnapshot]:
+    """Two snapshots 10 s apart: ``arrivals`` and ``completions`` happen in between."""
+    return [
+        QueueSnapshot(observed_at=0.0, depth=depth, arrivals_total=0, completions_total=0),
+        QueueSnapshot(
+            observed_at=10.0,
+            depth=depth,
+            arrivals_total=arrivals,
+            completions_total=completions,
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("depth", "arrivals", "completions", "expected"),
+    [
+        pytest.param(100, 10, 30, Figure(50.0, Precision.ESTIMATE, "rates"), id="mu > lambda"),
+        pytest.param(100, 20, 20, Figure(math.inf, Precision.ESTIMATE, "rates"), id="mu == lambda"),
+        pytest.param(100, 30, 10, Figure(math.inf, Precision.ESTIMATE, "rates"), id="mu < lambda"),
+        pytest.param(100, 0, 0, Figure(math.inf, Precision.ESTIMATE, "rates"), id="nothing moves"),
+        pytest.param(0, 30, 10, Figure(0.0, Precision.EXACT, "empty"), id="empty"),
+        pytest.param(100, None, 30, Figure(None, Precision.UNKNOWN, "rates"), id="lambda unknown"),
+        pytest.param(100, 10, None, Figure(None, Precision.UNKNOWN, "rates"), id="mu unknown"),
+        pytest.param(None, 10, 30, Figure(None, Precision.UNKNOWN, "rates"), id="depth unknown"),
+    ],
+)
+def test_time_to_drain(
+    depth: int | None, arrivals: int | None, completions: int | None, expected: Figure
+) -> None:
+    signals = compute_signals(_two(depth, arrivals, completions), window=60.0)
+    assert signals.time_to_drain == expected
+    _check_figure_invariant(signals)
+
+
+def test_time_to_drain_with_window_rates() -> None:
+    # lambda 5/s, mu 4/s from the 10-snapshot history: backlog grows, never drains
+    signals = compute_signals(_history(10, depth=40), window=5.0)
+    assert signals.time_to_drain.value == math.inf
+    # mu 6/s, lambda 2/s, depth 40 -> 40 / 4 = 10 s
+    faster = compute_signals(
+        _history(10, arrivals_per_s=2, completions_per_s=6, depth=40), window=5.0
+    )
+    assert faster.time_to_drain.value == pytest.approx(10.0)
+
+
+def test_time_to_drain_unknown_with_one_snapshot_even_if_jobs_wait() -> None:
+    signals = compute_signals([QueueSnapshot(observed_at=0.0, depth=12)], window=60.0)
+    assert signals.time_to_drain == Figure(None, Precision.UNKNOWN, "rates")

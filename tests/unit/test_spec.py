@@ -1,0 +1,705 @@
+"""Trigger metadata -> TriggerSpec, and every way metadata can be wrong."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+import pytest
+
+from brokers.formats import End
+from scaler.errors import InvalidMetadata
+from scaler.spec import Dependency, Metric, QueueSource, TriggerSpec, parse_metadata
+
+URL = "redis://localhost:6379/0"
+SECRET = "hunter2"
+SECRET_URL = f"redis://:{SECRET}@redis.internal:6379/0"
+
+
+def _source(queue: str, fmt: str, prefix: str, end: End, url: str = URL) -> QueueSource:
+    return QueueSource(
+        broker="redis", url=url, queue=queue, format=fmt, key_prefix=prefix, oldest_end=end
+    )
+
+
+def _invalid(
+    metadata: Mapping[str, str],
+    profiles: Mapping[str, str] | None = None,
+    *,
+    require_capacity: bool = True,
+) -> InvalidMetadata:
+    with pytest.raises(InvalidMetadata) as info:
+        parse_metadata(metadata, profiles, require_capacity=require_capacity)
+    return info.value
+
+
+# --- valid triggers ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        pytest.param(
+            {"url": URL, "queue": "default", "format": "sidekiq", "workerThroughput": "5"},
+            TriggerSpec(source=_source("default", "sidekiq", "", End.TAIL), worker_throughput=5.0),
+            id="sidekiq",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "high", "format": "rq"},
+            TriggerSpec(source=_source("high", "rq", "rq", End.HEAD)),
+            id="rq without capacity keys",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "emails", "format": "bullmq", "workerThroughput": "2.5"},
+            TriggerSpec(
+                source=_source("emails", "bullmq", "bull", End.TAIL), worker_throughput=2.5
+            ),
+            id="bullmq",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "default", "format": "dramatiq", "jobDuration": "500ms"},
+            TriggerSpec(
+                source=_source("default", "dramatiq", "dramatiq", End.HEAD), worker_throughput=2.0
+            ),
+            id="dramatiq with jobDuration",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "jobs", "workerThroughput": "1"},
+            TriggerSpec(source=_source("jobs", "list", "", End.TAIL), worker_throughput=1.0),
+            id="list is the redis default",
+        ),
+        pytest.param(
+            {
+                "url": URL,
+                "queue": "jobs",
+                "format": "list",
+                "keyPrefix": "app:",
+                "timestampField": "created_at",
+                "timestampUnit": "ms",
+                "oldestEnd": "head",
+                "workerThroughput": "1",
+            },
+            TriggerSpec(
+                source=QueueSource(
+                    broker="redis",
+                    url=URL,
+                    queue="jobs",
+                    format="list",
+                    key_prefix="app:",
+                    timestamp_field="created_at",
+                    timestamp_unit="ms",
+                    oldest_end=End.HEAD,
+                ),
+                worker_throughput=1.0,
+            ),
+            id="list with its layout keys",
+        ),
+        pytest.param(
+            {
+                "url": URL,
+                "queue": "default",
+                "format": "sidekiq",
+                "keyPrefix": "myapp:",
+                "workerThroughput": "1",
+            },
+            TriggerSpec(
+                source=_source("default", "sidekiq", "myapp:", End.TAIL), worker_throughput=1.0
+            ),
+            id="sidekiq accepts keyPrefix",
+        ),
+        pytest.param(
+            {
+                "url": "rediss://redis.example:6380",
+                "broker": "redis",
+                "queue": "q",
+                "format": "rq",
+                "metric": "age",
+                "targetAge": "2m",
+                "targetDrainTime": "5m",
+                "workerThroughput": "4",
+                "workerConcurrency": "8",
+                "minWorkers": "1",
+                "maxWorkers": "30",
+                "dependencies": "postgres=100/5",
+                "activationAge": "10s",
+                "activationDepth": "3",
+                "rateWindow": "2m",
+                "sampleInterval": "2s",
+            },
+            TriggerSpec(
+                source=_source("q", "rq", "rq", End.HEAD, url="rediss://redis.example:6380"),
+                metric=Metric.AGE,
+                target_age=120.0,
+                target_drain_time=300.0,
+                worker_throughput=4.0,
+                worker_concurrency=8,
+                min_workers=1,
+                max_workers=30,
+                dependencies=(Dependency("postgres", 100.0, 5.0),),
+                activation_age=10.0,
+                activation_depth=3,
+                rate_window=120.0,
+                sample_interval=2.0,
+            ),
+            id="rq with every key set",
+        ),
+    ],
+)
+def test_valid_trigger(metadata: dict[str, str], expected: TriggerSpec) -> None:
+    assert parse_metadata(metadata) == expected
+
+
+def test_defaults() -> None:
+    spec = parse_metadata({"url": URL, "queue": "q", "format": "rq"})
+    assert spec.metric is Metric.WORKERS
+    assert spec.target_age == 60.0
+    assert spec.target_drain_time == 60.0
+    assert spec.rate_window == 60.0
+    assert spec.sample_interval == 1.0
+    assert spec.min_workers == 0
+    assert spec.max_workers is None
+    assert spec.dependencies == ()
+    assert spec.activation_age == 0.0
+    assert spec.activation_depth == 0
+    assert spec.worker_throughput is None
+    assert spec.ceiling == (None, "maxWorkers")
+
+
+def test_target_drain_time_defaults_to_target_age() -> None:
+    spec = parse_metadata({"url": URL, "queue": "q", "format": "rq", "targetAge": "90s"})
+    assert spec.target_age == 90.0
+    assert spec.target_drain_time == 90.0
+
+
+def test_spec_is_frozen() -> None:
+    spec = parse_metadata({"url": URL, "queue": "q", "format": "rq"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.target_age = 1.0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.source.queue = "other"  # type: ignore[misc]
+
+
+def test_keda_own_keys_are_accepted_and_ignored() -> None:
+    plain = {"url": URL, "queue": "q", "format": "rq"}
+    with_keda = plain | {
+        "scalerAddress": "queue-age-scaler.keda:6000",
+        "enableTLS": "false",
+        "unsafeSsl": "true",
+    }
+    assert parse_metadata(with_keda) == parse_metadata(plain)
+
+
+def test_from_env_forms_are_accepted() -> None:
+    plain = parse_metadata({"url": URL, "queue": "q", "format": "rq"})
+    from_env = parse_metadata({"urlFromEnv": URL, "queueFromEnv": "q", "format": "rq"})
+    assert from_env == plain
+
+
+@pytest.mark.parametrize(
+    ("metadata", "key"),
+    [
+        pytest.param(
+            {"url": URL, "urlFromEnv": URL, "queue": "q", "format": "rq"}, "url", id="url"
+        ),
+        pytest.param(
+            {"url": URL, "queue": "q", "queueFromEnv": "q", "format": "rq"}, "queue", id="queue"
+        ),
+    ],
+)
+def test_plain_and_from_env_forms_at_once_are_refused(metadata: dict[str, str], key: str) -> None:
+    err = _invalid(metadata)
+    assert f"{key!r}" in str(err)
+    assert f"{key + 'FromEnv'!r}" in str(err)
+    assert "set only one" in str(err)
+
+
+# --- connection profiles -------------------------------------------------------------------------
+
+PROFILES = {"main": SECRET_URL, "reports": "redis://reports:6379/1"}
+
+
+def test_connection_profile_resolves_to_its_url() -> None:
+    spec = parse_metadata({"connection": "main", "queue": "q", "format": "rq"}, PROFILES)
+    assert spec.source.url == SECRET_URL
+    assert spec.source.broker == "redis"
+    assert SECRET not in repr(spec)
+
+
+def test_unknown_connection_profile_lists_known_names_but_no_url() -> None:
+    err = _invalid({"connection": "backup", "queue": "q", "format": "rq"}, profiles=PROFILES)
+    message = str(err)
+    assert err.key == "connection"
+    assert "'backup'" in message
+    assert "main" in message
+    assert "reports" in message
+    assert SECRET not in message
+    assert "redis://" not in message
+
+
+def test_unknown_connection_profile_when_none_are_configured() -> None:
+    err = _invalid({"connection": "main", "queue": "q", "format": "rq"})
+    assert err.key == "connection"
+    assert "none are configured" in str(err)
+
+
+def test_connection_and_url_at_once_are_refused() -> None:
+    err = _invalid({"connection": "main", "url": URL, "queue": "q"}, profiles=PROFILES)
+    assert err.key == "connection"
+    assert "set only one" in str(err)
+
+
+# --- capacity, ceiling, metric -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "throughput", "concurrency"),
+    [
+        pytest.param({"workerThroughput": "3.5"}, 3.5, None, id="workerThroughput"),
+        pytest.param({"jobDuration": "2s", "workerConcurrency": "4"}, 2.0, 4, id="2s x 4"),
+        pytest.param({"jobDuration": "250ms"}, 4.0, None, id="jobDuration alone"),
+        pytest.param({}, None, None, id="rq may omit capacity"),
+    ],
+)
+def test_capacity(extra: dict[str, str], throughput: float | None, concurrency: int | None) -> None:
+    spec = parse_metadata({"url": URL, "queue": "q", "format": "rq"} | extra)
+    assert spec.worker_throughput == pytest.approx(throughput)
+    assert spec.worker_concurrency == concurrency
+
+
+def test_require_capacity_false_allows_sidekiq_without_throughput() -> None:
+    spec = parse_metadata({"url": URL, "queue": "q", "format": "sidekiq"}, require_capacity=False)
+    assert spec.worker_throughput is None
+    assert spec.metric is Metric.WORKERS
+
+
+@pytest.mark.parametrize(
+    ("dependencies", "max_workers", "ceiling"),
+    [
+        pytest.param("postgres=100/5,payments-api=20/2", None, (10, "payments-api"), id="two"),
+        pytest.param("postgres=100/5", None, (20, "postgres"), id="one"),
+        pytest.param("postgres=100/5", 12, (12, "maxWorkers"), id="maxWorkers lower"),
+        pytest.param("postgres=100/5", 20, (20, "maxWorkers"), id="tie keeps maxWorkers"),
+        pytest.param("postgres=100/5", 40, (20, "postgres"), id="dependency lower"),
+        pytest.param("api=10/3", None, (3, "api"), id="rounds down"),
+        pytest.param("pool=0.6/0.2", None, (3, "pool"), id="fractions without float error"),
+        pytest.param(" redis_pool=50/10 , s3.quota=7/1 ", None, (5, "redis_pool"), id="blanks"),
+    ],
+)
+def test_dependencies_ceiling(
+    dependencies: str, max_workers: int | None, ceiling: tuple[int, str]
+) -> None:
+    metadata = {"url": URL, "queue": "q", "format": "rq", "dependencies": dependencies}
+    if max_workers is not None:
+        metadata["maxWorkers"] = str(max_workers)
+    assert parse_metadata(metadata).ceiling == ceiling
+
+
+def test_dependencies_are_parsed_in_order() -> None:
+    spec = parse_metadata(
+        {
+            "url": URL,
+            "queue": "q",
+            "format": "rq",
+            "dependencies": "postgres=100/5,payments-api=20/2",
+        }
+    )
+    assert spec.dependencies == (
+        Dependency("postgres", 100.0, 5.0),
+        Dependency("payments-api", 20.0, 2.0),
+    )
+    assert [d.max_workers for d in spec.dependencies] == [20, 10]
+
+
+def test_metric_age_on_rq_with_ceiling_is_allowed() -> None:
+    spec = parse_metadata(
+        {"url": URL, "queue": "q", "format": "rq", "metric": "age", "maxWorkers": "10"}
+    )
+    assert spec.metric is Metric.AGE
+    assert spec.ceiling == (10, "maxWorkers")
+
+
+def test_metric_name_is_stable_and_keda_safe() -> None:
+    metadata = {"url": URL, "queue": "Orders.High", "format": "rq", "metric": "drainTime"}
+    name = parse_metadata(metadata).metric_name
+    assert name == parse_metadata(dict(metadata)).metric_name
+    assert re.fullmatch(r"[a-z0-9-]+", name), name
+    assert name == "queue-age-drain-time-orders-high"
+
+
+@pytest.mark.parametrize(
+    ("queue", "metric", "name"),
+    [
+        pytest.param("default", "workers", "queue-age-workers-default", id="workers"),
+        pytest.param("default", "age", "queue-age-age-default", id="age"),
+        pytest.param("mail:out/EU", "workers", "queue-age-workers-mail-out-eu", id="punctuation"),
+        pytest.param("émails", "workers", "queue-age-workers-mails", id="non-ascii dropped"),
+        pytest.param("::", "workers", "queue-age-workers-queue", id="nothing left"),
+    ],
+)
+def test_metric_name(queue: str, metric: str, name: str) -> None:
+    spec = parse_metadata({"url": URL, "queue": queue, "format": "rq", "metric": metric})
+    assert spec.metric_name == name
+    assert re.fullmatch(r"[a-z0-9-]+", spec.metric_name)
+
+
+def test_metric_name_is_bounded() -> None:
+    spec = parse_metadata({"url": URL, "queue": "q" * 500, "format": "rq"})
+    assert len(spec.metric_name) <= 200
+    assert re.fullmatch(r"[a-z0-9-]+", spec.metric_name)
+
+
+@pytest.mark.parametrize(
+    ("metric", "target"),
+    [
+        pytest.param("workers", 1.0, id="workers"),
+        pytest.param("age", 90.0, id="age -> targetAge"),
+        pytest.param("drainTime", 120.0, id="drainTime -> targetDrainTime"),
+    ],
+)
+def test_metric_target(metric: str, target: float) -> None:
+    spec = parse_metadata(
+        {
+            "url": URL,
+            "queue": "q",
+            "format": "rq",
+            "metric": metric,
+            "targetAge": "90s",
+            "targetDrainTime": "2m",
+        }
+    )
+    assert spec.metric_target == target
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+RQ = {"url": URL, "queue": "q", "format": "rq"}
+SIDEKIQ = {"url": URL, "queue": "q", "format": "sidekiq", "workerThroughput": "1"}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "key", "fragments"),
+    [
+        pytest.param(
+            RQ | {"tragetAge": "60s"},
+            "tragetAge",
+            ["unknown key", "'60s'", "did you mean 'targetAge'"],
+            id="unknown key with typo hint",
+        ),
+        pytest.param(
+            RQ | {"targetAge": "soon"},
+            "targetAge",
+            ["'soon'", "a duration such as 30, 500ms, 90s, 5m or 1h"],
+            id="bad duration",
+        ),
+        pytest.param(
+            RQ | {"targetAge": "0"}, "targetAge", ["'0'", "above zero"], id="zero targetAge"
+        ),
+        pytest.param(
+            RQ | {"targetDrainTime": "-5m"},
+            "targetDrainTime",
+            ["'-5m'", "duration"],
+            id="negative targetDrainTime",
+        ),
+        pytest.param(
+            RQ | {"rateWindow": "5x"}, "rateWindow", ["'5x'", "duration"], id="bad rateWindow"
+        ),
+        pytest.param(
+            RQ | {"maxWorkers": "ten"},
+            "maxWorkers",
+            ["'ten'", "a whole number, at least 1"],
+            id="bad integer",
+        ),
+        pytest.param(
+            RQ | {"maxWorkers": "2.5"},
+            "maxWorkers",
+            ["'2.5'", "a whole number"],
+            id="fractional integer",
+        ),
+        pytest.param(
+            RQ | {"maxWorkers": "0"}, "maxWorkers", ["'0'", "at least 1"], id="maxWorkers 0"
+        ),
+        pytest.param(
+            RQ | {"minWorkers": "-1"}, "minWorkers", ["'-1'", "at least 0"], id="negative min"
+        ),
+        pytest.param(
+            RQ | {"activationDepth": "many"},
+            "activationDepth",
+            ["'many'", "whole number"],
+            id="bad activationDepth",
+        ),
+        pytest.param(
+            RQ | {"minWorkers": "5", "maxWorkers": "3"},
+            "minWorkers",
+            ["got 5", "at most maxWorkers (3)"],
+            id="minWorkers above maxWorkers",
+        ),
+        pytest.param(
+            RQ | {"minWorkers": "25", "dependencies": "postgres=100/5"},
+            "minWorkers",
+            ["got 25", "'postgres'", "at most 20"],
+            id="minWorkers above dependency ceiling",
+        ),
+        pytest.param(
+            RQ | {"workerThroughput": "fast"},
+            "workerThroughput",
+            ["'fast'", "a number above zero"],
+            id="throughput not a number",
+        ),
+        pytest.param(
+            RQ | {"workerThroughput": "0"},
+            "workerThroughput",
+            ["'0'", "above zero"],
+            id="throughput zero",
+        ),
+        pytest.param(
+            RQ | {"workerThroughput": "nan"},
+            "workerThroughput",
+            ["'nan'", "above zero"],
+            id="throughput nan",
+        ),
+        pytest.param(
+            RQ | {"workerThroughput": "inf"},
+            "workerThroughput",
+            ["'inf'", "above zero"],
+            id="throughput inf",
+        ),
+        pytest.param(
+            RQ | {"workerThroughput": "2", "jobDuration": "1s"},
+            "jobDuration",
+            ["workerThroughput", "jobDuration", "set one"],
+            id="throughput and jobDuration",
+        ),
+        pytest.param(
+            RQ | {"jobDuration": "0s"}, "jobDuration", ["'0s'", "above zero"], id="jobDuration 0"
+        ),
+        pytest.param(
+            RQ | {"jobDuration": "2s", "workerConcurrency": "0"},
+            "workerConcurrency",
+            ["'0'", "at least 1"],
+            id="workerConcurrency 0",
+        ),
+        pytest.param(
+            RQ | {"metric": "latency"},
+            "metric",
+            ["'latency'", "one of workers, age, drainTime"],
+            id="unknown metric",
+        ),
+        pytest.param(
+            RQ | {"rateWindow": "1s"},
+            "rateWindow",
+            ["'1s'", "at least two sampleIntervals (2s)"],
+            id="rateWindow shorter than two samples",
+        ),
+        pytest.param(
+            RQ | {"rateWindow": "10s", "sampleInterval": "6s"},
+            "rateWindow",
+            ["'10s'", "(12s)"],
+            id="rateWindow shorter than two custom samples",
+        ),
+        pytest.param(
+            {"url": URL, "format": "rq"},
+            "queue",
+            ["missing", "queue name"],
+            id="missing queue",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "  ", "format": "rq"}, "queue", ["missing"], id="blank queue"
+        ),
+        pytest.param(
+            {"queue": "q", "format": "rq"},
+            "url",
+            ["missing", "connection", "urlFromEnv"],
+            id="missing url",
+        ),
+        pytest.param(
+            {"url": "http://localhost:6379", "queue": "q"},
+            "url",
+            ["scheme 'http'", "redis://"],
+            id="unknown scheme",
+        ),
+        pytest.param(
+            {"url": "localhost:6379", "queue": "q"},
+            "url",
+            ["not known", "redis://"],
+            id="no scheme",
+        ),
+        pytest.param(
+            {"url": URL, "broker": "rabbitmq", "queue": "q"},
+            "broker",
+            ["'rabbitmq'", "redis://"],
+            id="broker does not match url",
+        ),
+        pytest.param(
+            {"url": URL, "broker": "kafka", "queue": "q"},
+            "broker",
+            ["'kafka'", "redis or rabbitmq"],
+            id="unknown broker",
+        ),
+        pytest.param(
+            {"url": "amqp://guest@rabbit:5672/", "queue": "q"},
+            "broker",
+            ["rabbitmq", "not supported", "supported: redis"],
+            id="rabbitmq not supported yet",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "q", "format": "celery"},
+            "format",
+            ["'celery'", "celery is not supported yet", "sidekiq", "rq", "list"],
+            id="planned format",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "q", "format": "sidekik"},
+            "format",
+            ["'sidekik'", "did you mean 'sidekiq'"],
+            id="format typo",
+        ),
+        pytest.param(
+            SIDEKIQ | {"timestampField": "enqueued_at"},
+            "timestampField",
+            ["does not apply to format sidekiq", "applies to format list"],
+            id="timestampField only for list",
+        ),
+        pytest.param(
+            RQ | {"oldestEnd": "head"},
+            "oldestEnd",
+            ["does not apply to format rq", "applies to format list"],
+            id="oldestEnd only for list",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "q", "consumerGroup": "workers", "workerThroughput": "1"},
+            "consumerGroup",
+            ["does not apply to format list"],
+            id="consumerGroup not for list",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "q", "timestampUnit": "days", "workerThroughput": "1"},
+            "timestampUnit",
+            ["'days'", "auto, s, ms, iso"],
+            id="bad timestampUnit",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "q", "oldestEnd": "middle", "workerThroughput": "1"},
+            "oldestEnd",
+            ["'middle'", "head, tail"],
+            id="bad oldestEnd",
+        ),
+        pytest.param(
+            SIDEKIQ | {"metric": "age", "maxWorkers": "10"},
+            "metric",
+            ["metric age", "maxWorkers", "sidekiq", "metric workers", "maxReplicaCount"],
+            id="metric age with ceiling on sidekiq",
+        ),
+        pytest.param(
+            SIDEKIQ | {"metric": "drainTime", "dependencies": "postgres=100/5"},
+            "metric",
+            ["metric drainTime", "postgres", "metric workers"],
+            id="metric drainTime with dependency on sidekiq",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "q", "format": "sidekiq"},
+            "workerThroughput",
+            ["missing", "sidekiq", "workerThroughput", "jobDuration", "workerConcurrency"],
+            id="sidekiq without capacity",
+        ),
+        pytest.param(
+            {"url": URL, "queue": "q", "format": "bullmq"},
+            "workerThroughput",
+            ["missing", "bullmq", "jobDuration"],
+            id="bullmq without capacity",
+        ),
+    ],
+)
+def test_invalid_metadata(metadata: dict[str, str], key: str, fragments: list[str]) -> None:
+    err = _invalid(metadata)
+    assert err.key == key
+    message = str(err)
+    assert message.startswith(f"{key}: ")
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+@pytest.mark.parametrize(
+    ("dependencies", "fragments"),
+    [
+        pytest.param("postgres", ["'postgres'", "NAME=LIMIT/PER_WORKER"], id="no limit"),
+        pytest.param("postgres=100", ["'postgres=100'", "NAME=LIMIT/PER_WORKER"], id="no slash"),
+        pytest.param("postgres=100/", ["'postgres=100/'"], id="no per-worker"),
+        pytest.param("=100/5", ["'=100/5'"], id="no name"),
+        pytest.param("postgres=a/5", ["'postgres=a/5'"], id="limit not a number"),
+        pytest.param("postgres=1..0/5", ["'postgres=1..0/5'"], id="limit malformed number"),
+        pytest.param("postgres=-100/5", ["'postgres=-100/5'"], id="negative limit"),
+        pytest.param("postgres=100/5,", ["''"], id="trailing comma"),
+        pytest.param("postgres=100/0", ["'postgres=100/0'", "above zero"], id="per-worker 0"),
+        pytest.param("postgres=0/5", ["'postgres=0/5'", "above zero"], id="limit 0"),
+        pytest.param(
+            "postgres=100/5,api=4/5", ["'api=4/5'", "allows no worker"], id="allows 0 workers"
+        ),
+        pytest.param(
+            "postgres=100/5,postgres=50/5",
+            ["'postgres'", "appears twice"],
+            id="duplicate name",
+        ),
+    ],
+)
+def test_bad_dependencies(dependencies: str, fragments: list[str]) -> None:
+    err = _invalid(RQ | {"dependencies": dependencies})
+    assert err.key == "dependencies"
+    for fragment in fragments:
+        assert fragment in str(err), f"{fragment!r} not in {str(err)!r}"
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        pytest.param({"url": SECRET_URL, "format": "rq"}, id="missing queue"),
+        pytest.param({"url": SECRET_URL, "queue": "q", "format": "celery"}, id="planned format"),
+        pytest.param({"url": SECRET_URL, "queue": "q", "broker": "rabbitmq"}, id="mismatch"),
+        pytest.param({"url": SECRET_URL, "queue": "q", "broker": "kafka"}, id="bad broker"),
+        pytest.param({"url": SECRET_URL, "urlFromEnv": SECRET_URL, "queue": "q"}, id="both"),
+        pytest.param({"url": SECRET_URL, "queue": "q", "format": "sidekiq"}, id="no capacity"),
+        pytest.param({"url": f"http://:{SECRET}@redis:6379", "queue": "q"}, id="unknown scheme"),
+        pytest.param({"url": f"amqp://guest:{SECRET}@rabbit:5672/", "queue": "q"}, id="rabbitmq"),
+        pytest.param(
+            {"url": SECRET_URL, "managementUrl": f"http://admin:{SECRET}@rabbit:15672"},
+            id="managementUrl not applying",
+        ),
+        pytest.param({"urll": SECRET_URL, "queue": "q"}, id="typo of url"),
+        pytest.param({"urlFromEnvironment": SECRET_URL, "queue": "q"}, id="typo of urlFromEnv"),
+        pytest.param({"uri": SECRET_URL, "queue": "q", "format": "rq"}, id="uri instead of url"),
+        pytest.param(
+            {"connection": SECRET_URL, "queue": "q", "format": "rq"},
+            id="url given as connection",
+        ),
+    ],
+)
+def test_password_never_appears_in_errors(metadata: dict[str, str]) -> None:
+    err = _invalid(metadata, profiles={"main": SECRET_URL})
+    assert SECRET not in str(err)
+    assert SECRET not in repr(err)
+    assert all(SECRET not in str(arg) for arg in err.args)
+
+
+def test_known_scheme_is_required_even_when_broker_is_set() -> None:
+    # broker=redis must not make an http:// URL acceptable: the redis client cannot use it
+    err = _invalid(
+        {"url": "http://localhost:6379", "broker": "redis", "queue": "q", "format": "rq"}
+    )
+    assert err.key == "url"
+    assert "'http'" in str(err)
+
+
+def test_malformed_url_is_invalid_metadata() -> None:
+    # urlsplit raises ValueError on an unclosed IPv6 bracket; callers expect InvalidMetadata
+    err = _invalid({"url": f"redis://:{SECRET}@[::1:6379", "queue": "q", "format": "rq"})
+    assert err.key == "url"
+    assert SECRET not in str(err)
+
+
+def test_rate_window_error_shows_the_value_in_force() -> None:
+    # rateWindow left at its default (60s) and a sampleInterval of 40s: the message must not
+    # say the value was None
+    err = _invalid(RQ | {"sampleInterval": "40s"})
+    assert err.key == "rateWindow"
+    assert "None" not in str(err)
+    assert "60" in str(err)
