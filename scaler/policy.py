@@ -27,6 +27,7 @@ class Reason(enum.StrEnum):
     MIN_WORKERS = "minWorkers"
     LEARNING_THROUGHPUT = "learning throughput"
     CLAMPED = "clamped"
+    DEPTH_UNKNOWN = "depth unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,8 @@ class Decision:
     #: the value to report for the trigger's metric (workers, age or drain time);
     #: None when the figure it needs is unknown
     metric_value: float | None
-    active: bool
+    #: None when the queue's depth is unknown
+    active: bool | None
     #: workers needed before rounding and bounds; None when it could not be worked out
     needed: float | None
     throughput: float | None
@@ -69,6 +71,8 @@ def decide(
     ceiling, limiter = spec.ceiling
 
     desired = math.ceil(needed - 1e-9) if needed is not None else (signals.consumers or 0)
+    if signals.depth is None:  # nothing to decide from: hold what runs, report nothing
+        desired = max(desired, spec.min_workers)
     if desired < spec.min_workers:
         desired, reason = spec.min_workers, Reason.MIN_WORKERS
     if (signals.depth or signals.in_flight) and desired < 1:
@@ -109,7 +113,9 @@ def _learn(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> Poli
 def _needed(
     signals: QueueSignals, spec: TriggerSpec, throughput: float | None
 ) -> tuple[float | None, Reason]:
-    depth = signals.depth or 0
+    if signals.depth is None:
+        return None, Reason.DEPTH_UNKNOWN
+    depth = signals.depth
     if not depth and not signals.in_flight:
         return 0.0, Reason.IDLE
     needed: float | None = None
@@ -128,13 +134,15 @@ def _needed(
     if signals.in_flight and spec.worker_concurrency:
         busy = signals.in_flight / spec.worker_concurrency
         if needed is None or busy > needed:
-            needed = busy
+            needed, reason = busy, Reason.KEEPING_UP
     return needed, reason
 
 
 def _metric_value(
     signals: QueueSignals, spec: TriggerSpec, desired: int, ceiling: int | None
 ) -> float | None:
+    if signals.depth is None:
+        return None
     if spec.metric is Metric.WORKERS:
         return float(desired)
     figure = signals.oldest_age if spec.metric is Metric.AGE else signals.time_to_drain
@@ -149,11 +157,13 @@ def _metric_value(
     return value
 
 
-def is_active(signals: QueueSignals, spec: TriggerSpec) -> bool:
-    """True while jobs wait beyond the activation thresholds, or jobs run."""
+def is_active(signals: QueueSignals, spec: TriggerSpec) -> bool | None:
+    """True while jobs wait beyond the activation thresholds, or jobs run; None if unknown."""
     if signals.in_flight:
         return True
-    depth = signals.depth or 0
+    depth = signals.depth
+    if depth is None:
+        return None
     if depth <= spec.activation_depth:
         return False
     age = signals.oldest_age.value

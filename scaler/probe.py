@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from brokers.registry import open_adapter
-
 from scaler.metrics import Metrics
 from scaler.policy import Decision, PolicyState, decide
 from scaler.sampler import SamplerRegistry

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 import grpc
-from brokers.registry import open_adapter
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from brokers.registry import open_adapter
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.metrics import Metrics

@@ -72,6 +72,12 @@ def _answers(
     return wrapper
 
 
+def _active(spec: TriggerSpec, decision: Decision) -> bool:
+    if decision.active is None:
+        raise Unavailable(f"the depth of {spec.source.describe()} is unknown right now")
+    return decision.active
+
+
 class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def __init__(
         self,
@@ -145,8 +151,9 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.IsActiveResponse],
     ) -> pb.IsActiveResponse:
-        _, decision = await self.evaluate(request, self.spec_of(request))
-        return pb.IsActiveResponse(result=decision.active)
+        spec = self.spec_of(request)
+        _, decision = await self.evaluate(request, spec)
+        return pb.IsActiveResponse(result=_active(spec, decision))
 
     async def StreamIsActive(
         self,
@@ -164,12 +171,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 loop = asyncio.get_running_loop()
                 while not self.shutting_down.is_set():
                     _, decision = await self.evaluate(request, spec)
+                    active = _active(spec, decision)
                     now = loop.time()
-                    if decision.active != last or (
-                        decision.active and now - last_sent >= STREAM_REPEAT
-                    ):
-                        yield pb.IsActiveResponse(result=decision.active)
-                        last, last_sent = decision.active, now
+                    if active != last or (active and now - last_sent >= STREAM_REPEAT):
+                        yield pb.IsActiveResponse(result=active)
+                        last, last_sent = active, now
                     await self._next_sample_or_shutdown(sampler.wait_for_sample(STREAM_REPEAT))
         except ScalerError as error:
             await self._abort("StreamIsActive", error, context)

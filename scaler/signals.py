@@ -87,7 +87,9 @@ def _rate(
 ) -> Figure:
     if before is None or after is None or span <= 0:
         return Figure.unknown(source)
-    return Figure(max(0, after - before) / span, precision, source)
+    if after < before:  # the counter was reset (broker restart, queue re-created)
+        return Figure.unknown(f"{source}: counter reset")
+    return Figure((after - before) / span, precision, source)
 
 
 def _time_to_drain(depth: int | None, arrivals: Figure, completions: Figure) -> Figure:

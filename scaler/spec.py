@@ -191,8 +191,8 @@ def _resolve_keys(metadata: Mapping[str, str]) -> dict[str, str]:
 
 def _shown(key: str, value: str) -> str:
     """A value as it may appear in a message: URLs never do, they may hold a password."""
-    if key.lower().startswith("url") or key.lower().startswith("managementurl"):
-        return "<url hidden>"
+    if "url" in key.lower() or "://" in value or "@" in value:
+        return "<hidden: may hold a password>"
     return repr(value)
 
 
@@ -255,16 +255,23 @@ class _Reader:
 
 def _parse_source(reader: _Reader, profiles: Mapping[str, str]) -> QueueSource:
     url = _connection_url(reader, profiles)
-    scheme = urlsplit(url).scheme.lower()
-    broker = reader.get("broker") or SCHEMES.get(scheme)
-    if broker is None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is what validates it
+    except ValueError as error:
+        raise InvalidMetadata(
+            "url", f"the URL cannot be parsed ({error}); expected redis://[:password@]host:port/db"
+        ) from None
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
         raise InvalidMetadata(
             "url",
             f"scheme {scheme!r} is not known; expected redis://, rediss:// or unix:// (or amqp://, amqps://)",
         )
+    broker = reader.get("broker") or SCHEMES[scheme]
     if broker not in SCHEMES.values():
         raise reader.fail("broker", "redis or rabbitmq")
-    if SCHEMES.get(scheme, broker) != broker:
+    if SCHEMES[scheme] != broker:
         raise InvalidMetadata(
             "broker",
             f"broker {broker!r} does not match the {scheme}:// URL; drop broker or fix the URL",
@@ -320,7 +327,7 @@ def _connection_url(reader: _Reader, profiles: Mapping[str, str]) -> str:
             known = ", ".join(sorted(profiles)) or "none are configured"
             raise InvalidMetadata(
                 "connection",
-                f"got {name!r}; no such connection profile in the scaler's configuration (known: {known}). "
+                f"got {_shown('connection', name)}; no such connection profile in the scaler's configuration (known: {known}). "
                 "Profiles come from QUEUE_AGE_SCALER_CONNECTION_<NAME> variables or --connections-dir",
             )
         return profiles[name]
@@ -410,7 +417,7 @@ def _check_consistency(
     if spec.rate_window < 2 * spec.sample_interval:
         raise InvalidMetadata(
             "rateWindow",
-            f"got {values.get('rateWindow')!r}; expected at least two sampleIntervals ({2 * spec.sample_interval:g}s)",
+            f"got {values.get('rateWindow', '60s (the default)')!r}; expected at least two sampleIntervals ({2 * spec.sample_interval:g}s)",
         )
     if spec.metric is not Metric.WORKERS and ceiling is not None and not info.reports_consumers:
         raise InvalidMetadata(
