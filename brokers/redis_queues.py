@@ -1,0 +1,283 @@
+"""Queues kept in Redis lists (Sidekiq, RQ, BullMQ, Dramatiq, plain lists) -> QueueSnapshot.
+
+One sample is one MULTI/EXEC round trip: the list's length, its oldest and newest elements, the
+position of the previous marker (``brokers.list_marker``) and the format's other counts. Formats
+that keep the enqueue time in a job hash (RQ, BullMQ, Dramatiq) take a second round trip to read
+it, skipped while the oldest job is the one seen last time.
+
+Key names and list ends, as the installed libraries write them (``P`` is the key prefix):
+
+- sidekiq: list ``queue:<q>`` (``P:queue:<q>`` with a namespace), LPUSH, oldest at the tail.
+- rq: list ``P:queue:<q>`` of ids, RPUSH, oldest at the head; ``P:job:<id>`` field
+  ``enqueued_at``; in flight = ZCARD ``P:wip:<q>`` (StartedJobRegistry); workers = SCARD
+  ``P:workers:<q>``.
+- bullmq: list ``P:<q>:wait`` of ids, LPUSH, oldest at the tail; ``P:<q>:<id>`` field
+  ``timestamp``; in flight = LLEN ``P:<q>:active``; also waiting, their age unread: ZCARD
+  ``P:<q>:prioritized`` and LLEN ``P:<q>:paused`` (older BullMQ renamed ``wait`` to it on
+  pause; now pausing sets ``paused`` in hash ``P:<q>:meta`` and jobs stay in ``wait``).
+- dramatiq: list ``P:<q>`` of ids, RPUSH, oldest at the head; hash ``P:<q>.msgs`` id -> JSON
+  message with ``message_timestamp``.
+- list: key ``P<q>`` (prefix and queue joined as given), JSON payloads, ends as configured.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from brokers.base import Precision, QueueSnapshot
+from brokers.formats import FORMATS, End
+from brokers.list_marker import ListMarker
+from brokers.payloads import Stamp, stamp_reader
+from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from scaler.spec import QueueSource
+
+SOCKET_TIMEOUT = 2.0
+COUNTS_SOURCE = "list-marker"
+#: the type of key each command needs, for the message when a key has another type
+KEY_TYPES = {
+    "LLEN": "list",
+    "LINDEX": "list",
+    "LPOS": "list",
+    "ZCARD": "sorted set",
+    "SCARD": "set",
+    "HGET": "hash",
+}
+
+Command = tuple[str, str | bytes, *tuple[str | bytes | int, ...]]
+
+
+class Role(enum.Enum):
+    """What a count beside the main list means."""
+
+    IN_FLIGHT = "in_flight"
+    CONSUMERS = "consumers"
+    #: jobs that wait outside the main list, so their age is not read
+    WAITING_ELSEWHERE = "waiting_elsewhere"
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    role: Role
+    command: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where one format keeps one queue."""
+
+    list_key: str
+    oldest_end: End
+    counts: tuple[Count, ...] = ()
+    #: job id -> (hash key, field) holding its enqueue time; None: the list holds the payloads
+    time_field: Callable[[bytes], tuple[bytes, bytes]] | None = None
+
+
+def layout_for(source: QueueSource) -> Layout:
+    """The keys of ``source``'s queue; list ends come from ``FORMATS`` except for ``list``."""
+    p, q = source.key_prefix, source.queue
+    oldest_end = FORMATS[source.format].oldest_end
+    match source.format:
+        case "sidekiq":
+            return Layout(_key(p, "queue", q), oldest_end)
+        case "rq":
+            rq_job = _key(p, "job", "").encode()
+            return Layout(
+                _key(p, "queue", q),
+                oldest_end,
+                (
+                    Count(Role.IN_FLIGHT, "ZCARD", _key(p, "wip", q)),
+                    Count(Role.CONSUMERS, "SCARD", _key(p, "workers", q)),
+                ),
+                lambda id_: (rq_job + id_, b"enqueued_at"),
+            )
+        case "bullmq":
+            bull_job = _key(p, q, "").encode()
+            return Layout(
+                _key(p, q, "wait"),
+                oldest_end,
+                (
+                    Count(Role.IN_FLIGHT, "LLEN", _key(p, q, "active")),
+                    Count(Role.WAITING_ELSEWHERE, "ZCARD", _key(p, q, "prioritized")),
+                    Count(Role.WAITING_ELSEWHERE, "LLEN", _key(p, q, "paused")),
+                ),
+                lambda id_: (bull_job + id_, b"timestamp"),
+            )
+        case "dramatiq":
+            messages = (_key(p, q) + ".msgs").encode()
+            return Layout(_key(p, q), oldest_end, (), lambda id_: (messages, id_))
+        case "list":
+            return Layout(p + q, source.oldest_end)
+    raise ValueError(f"format {source.format!r} is not a Redis list format")
+
+
+def _key(prefix: str, *parts: str) -> str:
+    return ":".join((prefix, *parts) if prefix else parts)
+
+
+@dataclass(slots=True)
+class _SharedClient:
+    client: Redis
+    users: int
+
+
+#: one client per URL, shared by every adapter on that URL
+_CLIENTS: dict[str, _SharedClient] = {}
+
+
+def _acquire_client(url: str) -> Redis:
+    shared = _CLIENTS.get(url)
+    if shared is None:
+        client = Redis.from_url(
+            url,
+            socket_connect_timeout=SOCKET_TIMEOUT,
+            socket_timeout=SOCKET_TIMEOUT,
+            # one immediate retry on a broken connection (after a Redis restart, say);
+            # none on a timeout, so a hung server fails within SOCKET_TIMEOUT
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        )
+        shared = _CLIENTS[url] = _SharedClient(client, 0)
+    shared.users += 1
+    return shared.client
+
+
+async def _release_client(url: str) -> None:
+    shared = _CLIENTS[url]
+    shared.users -= 1
+    if shared.users == 0:
+        del _CLIENTS[url]
+        await shared.client.aclose()
+
+
+class RedisQueueAdapter:
+    """Samples one queue kept in a Redis list. Keeps the list marker and the oldest job's time."""
+
+    broker = "redis"
+
+    def __init__(self, source: QueueSource) -> None:
+        self.queue = source.queue
+        self._source = source
+        self._layout = layout_for(source)
+        self._read_stamp = stamp_reader(
+            source.format, source.timestamp_field, source.timestamp_unit
+        )
+        self._marker = ListMarker(self._layout.oldest_end.opposite)
+        #: (job id, raw time field) of the oldest job last seen
+        self._cached_time: tuple[bytes, bytes] | None = None
+        self._client: Redis | None = _acquire_client(source.url)
+
+    async def sample(self) -> QueueSnapshot:
+        layout, query = self._layout, self._marker.query()
+        oldest_index = 0 if layout.oldest_end is End.HEAD else -1
+        commands: list[Command] = [
+            ("LLEN", layout.list_key),
+            ("LINDEX", layout.list_key, oldest_index),
+            ("LINDEX", layout.list_key, -1 - oldest_index),
+        ]
+        if query is not None:
+            commands.append(
+                ("LPOS", layout.list_key, query.marker, "RANK", query.rank, "MAXLEN", query.maxlen)
+            )
+        commands += [(count.command, count.key) for count in layout.counts]
+        replies = await self._execute(commands, transaction=True)
+        observed_at = time.time()
+
+        length, oldest, newest = replies[:3]
+        marker_index = replies[3] if query is not None else None
+        counts = self._marker.observe(length, marker_index, newest)
+        extra = self._counts(replies[len(commands) - len(layout.counts) :])
+        elsewhere = extra.get(Role.WAITING_ELSEWHERE, 0)
+        stamp = await self._stamp(oldest, observed_at) if oldest is not None else Stamp(None)
+        return QueueSnapshot(
+            observed_at=observed_at,
+            depth=length + elsewhere,
+            in_flight=extra.get(Role.IN_FLIGHT),
+            oldest_enqueued_at=stamp.enqueued_at,
+            oldest_precision=_precision(stamp, waiting_elsewhere=elsewhere > 0),
+            oldest_source=f"payload:{stamp.field}" if stamp.enqueued_at is not None else "",
+            arrivals_total=counts.arrivals_total,
+            completions_total=counts.completions_total,
+            counts_exact=counts.exact,
+            counts_source=COUNTS_SOURCE,
+            consumers=extra.get(Role.CONSUMERS),
+            warnings=(stamp.warning,) if stamp.warning else (),
+        )
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            self._client = None
+            await _release_client(self._source.url)
+
+    def _counts(self, replies: Sequence[int]) -> dict[Role, int]:
+        totals: dict[Role, int] = {}
+        for count, reply in zip(self._layout.counts, replies, strict=True):
+            totals[count.role] = totals.get(count.role, 0) + reply
+        return totals
+
+    async def _stamp(self, oldest: bytes, now: float) -> Stamp:
+        """The oldest job's enqueue time: in the element itself, or in its job hash."""
+        time_field = self._layout.time_field
+        if time_field is None:
+            return self._read_stamp(oldest, now)
+        if self._cached_time is None or self._cached_time[0] != oldest:
+            key, field = time_field(oldest)
+            (raw,) = await self._execute([("HGET", key, field)], transaction=False)
+            if raw is None:  # not written yet, or gone: ask again next time
+                return self._read_stamp(None, now)
+            self._cached_time = (oldest, raw)
+        return self._read_stamp(self._cached_time[1], now)
+
+    async def _execute(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
+        if self._client is None:
+            raise RuntimeError(f"{self._source.describe()}: adapter is closed")
+        pipe = self._client.pipeline(transaction=transaction)
+        for command in commands:
+            pipe.execute_command(*command)
+        try:
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        except (RedisConnectionError, RedisTimeoutError, OSError, ResponseError) as exc:
+            raise self._unavailable(exc) from exc
+        for command, reply in zip(commands, replies, strict=True):
+            if isinstance(reply, ResponseError) and str(reply).startswith("WRONGTYPE"):
+                raise self._misconfigured(command, reply)
+            if isinstance(reply, ResponseError):  # LOADING, BUSY, MASTERDOWN...: try again later
+                raise self._unavailable(reply)
+        return replies
+
+    def _misconfigured(self, command: Command, error: ResponseError) -> QueueMisconfigured:
+        name, key = command[0], command[1]
+        shown = key.decode(errors="replace") if isinstance(key, bytes) else key
+        return QueueMisconfigured(
+            f"{self._source.describe()}: key {shown!r} is not a {KEY_TYPES[name]} "
+            f"as format {self._source.format} expects ({error})"
+        )
+
+    def _unavailable(self, error: Exception) -> BrokerUnavailable:
+        detail = f"{type(error).__name__}: {error}"
+        password = urlsplit(self._source.url).password
+        for secret in (self._source.url, password):
+            if secret:
+                detail = detail.replace(secret, "<hidden>")
+        return BrokerUnavailable(self.broker, self.queue, detail)
+
+
+def _precision(stamp: Stamp, *, waiting_elsewhere: bool) -> Precision:
+    if stamp.enqueued_at is None:
+        return Precision.UNKNOWN
+    if waiting_elsewhere:  # jobs outside the list may be older
+        return Precision.LOWER_BOUND
+    if stamp.warning is not None:  # clamped clock skew
+        return Precision.ESTIMATE
+    return Precision.EXACT
