@@ -1,0 +1,713 @@
+"""The Redis adapter against a real Redis, with queues laid out by the job libraries themselves.
+
+Each test uses queue names holding a fresh token and deletes every key holding that token (and
+its entries in the libraries' shared index sets) afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dramatiq
+import pytest
+import redis
+import redis.asyncio as aioredis
+import rq
+from bullmq import Queue as BullQueue
+from bullmq import Worker as BullWorker
+from dramatiq.brokers.redis import RedisBroker
+
+from brokers.base import Precision, QueueAdapter, QueueSnapshot
+from brokers.registry import open_adapter
+from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from scaler.spec import parse_metadata
+
+pytestmark = pytest.mark.integration
+
+AGE_TOLERANCE = 1.0
+#: the oldest, middle and newest job of most tests, in seconds before now
+AGES = (30.0, 20.0, 10.0)
+
+
+@dataclass
+class Janitor:
+    """Deletes the keys holding ``token`` and the index-set members registered with it."""
+
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    members: list[tuple[str, str]] = field(default_factory=list)
+
+    def name(self, label: str = "q") -> str:
+        return f"qas-{label}-{self.token}"
+
+
+@pytest.fixture
+async def r(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def janitor(r: aioredis.Redis) -> AsyncIterator[Janitor]:
+    janitor = Janitor()
+    yield janitor
+    keys = [key async for key in r.scan_iter(match=f"*{janitor.token}*", count=1000)]
+    if keys:
+        await r.delete(*keys)
+    for key, member in janitor.members:
+        remove = r.zrem if await r.type(key) == b"zset" else r.srem
+        await remove(key, member)
+
+
+OpenQueue = Callable[..., QueueAdapter]
+
+
+@pytest.fixture
+async def open_queue(redis_url: str) -> AsyncIterator[OpenQueue]:
+    """Opens adapters the way the scaler does (trigger metadata -> source -> registry)."""
+    adapters: list[QueueAdapter] = []
+
+    def open_(format_name: str, queue: str, url: str = redis_url, **layout: str) -> QueueAdapter:
+        metadata = {"url": url, "queue": queue, "format": format_name, **layout}
+        adapter = open_adapter(parse_metadata(metadata, require_capacity=False).source)
+        adapters.append(adapter)
+        return adapter
+
+    yield open_
+    for adapter in adapters:
+        await adapter.aclose()
+
+
+def age(snapshot: QueueSnapshot) -> float:
+    assert snapshot.oldest_enqueued_at is not None, snapshot
+    return snapshot.observed_at - snapshot.oldest_enqueued_at
+
+
+def assert_age(snapshot: QueueSnapshot, expected: float, source: str) -> None:
+    assert age(snapshot) == pytest.approx(expected, abs=AGE_TOLERANCE)
+    assert snapshot.oldest_precision is Precision.EXACT
+    assert snapshot.oldest_source == source
+    assert snapshot.warnings == ()
+
+
+def rq_time(seconds_ago: float) -> str:
+    return datetime.fromtimestamp(time.time() - seconds_ago, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def ms_ago(seconds_ago: float) -> int:
+    return int((time.time() - seconds_ago) * 1000)
+
+
+# --- Sidekiq ------------------------------------------------------------------------------------
+
+
+def sidekiq_payload(seconds_ago: float, version: int, **extra: object) -> bytes:
+    """A job as Sidekiq's client LPUSHes it: 7.x writes float seconds, 8.x integer ms."""
+    when = time.time() - seconds_ago
+    stamp: float | int = when if version < 8 else int(when * 1000)
+    job = {
+        "retry": True,
+        "queue": "default",
+        "class": "HardJob",
+        "args": [42, "x"],
+        "jid": uuid.uuid4().hex[:24],
+        "created_at": stamp,
+        "enqueued_at": stamp,
+        **extra,
+    }
+    return json.dumps(job).encode()
+
+
+@pytest.mark.parametrize("version", [7, 8])
+async def test_sidekiq_oldest_job_at_the_tail(
+    version: int, r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    queue = janitor.name()
+    for seconds_ago in AGES:  # LPUSH, oldest first, as jobs arrive
+        await r.lpush(f"queue:{queue}", sidekiq_payload(seconds_ago, version))
+    snapshot = await open_queue("sidekiq", queue).sample()
+    assert snapshot.depth == 3
+    assert snapshot.in_flight is None and snapshot.consumers is None
+    assert_age(snapshot, AGES[0], "payload:enqueued_at")
+
+
+async def test_sidekiq_namespace_as_key_prefix(
+    r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    queue = janitor.name()
+    await r.lpush(f"myapp:queue:{queue}", sidekiq_payload(25, 8), sidekiq_payload(5, 8))
+    await r.lpush(f"queue:{queue}", sidekiq_payload(99, 8))  # the un-namespaced queue: ignored
+    snapshot = await open_queue("sidekiq", queue, keyPrefix="myapp").sample()
+    assert snapshot.depth == 2
+    assert_age(snapshot, 25, "payload:enqueued_at")
+
+
+async def test_empty_and_missing_queue(janitor: Janitor, open_queue: OpenQueue) -> None:
+    snapshot = await open_queue("sidekiq", janitor.name()).sample()
+    assert snapshot.depth == 0
+    assert snapshot.oldest_enqueued_at is None
+    assert snapshot.warnings == ()
+    assert (snapshot.arrivals_total, snapshot.completions_total) == (0, 0)
+
+
+# --- RQ -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def rq_queue(sync_redis: redis.Redis, janitor: Janitor) -> rq.Queue:
+    queue = rq.Queue(janitor.name(), connection=sync_redis)
+    janitor.members.append(("rq:queues", queue.key))
+    return queue
+
+
+async def test_rq_oldest_job_at_the_head_with_workers_and_started_jobs(
+    sync_redis: redis.Redis, r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    queue = rq_queue(sync_redis, janitor)
+    jobs = [queue.enqueue("os.getcwd", job_id=f"{janitor.token}-{i}") for i in range(4)]
+    for job, seconds_ago in zip(jobs, (40.0, *AGES), strict=True):
+        await r.hset(f"rq:job:{job.id}", "enqueued_at", rq_time(seconds_ago))
+    worker = rq.Worker([queue], connection=sync_redis, name=f"w-{janitor.token}")
+    janitor.members.append(("rq:workers", worker.key))
+    worker.register_birth()  # type: ignore[no-untyped-call]
+    taken = worker.dequeue_job_and_maintain_ttl(timeout=None)  # takes the 40 s old job
+    assert taken is not None and taken[0].id == jobs[0].id
+    worker.prepare_execution(taken[0])  # now in StartedJobRegistry (rq:wip:<q>)
+
+    snapshot = await open_queue("rq", queue.name).sample()
+    assert snapshot.depth == 3
+    assert snapshot.in_flight == 1
+    assert snapshot.consumers == 1
+    assert_age(snapshot, AGES[0], "payload:enqueued_at")
+
+
+async def test_rq_oldest_time_is_read_once_per_oldest_job(
+    sync_redis: redis.Redis, r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    queue = rq_queue(sync_redis, janitor)
+    jobs = [queue.enqueue("os.getcwd", job_id=f"{janitor.token}-{i}") for i in range(3)]
+    for job, seconds_ago in zip(jobs, AGES, strict=True):
+        await r.hset(f"rq:job:{job.id}", "enqueued_at", rq_time(seconds_ago))
+    adapter = open_queue("rq", queue.name)
+    assert age(await adapter.sample()) == pytest.approx(AGES[0], abs=AGE_TOLERANCE)
+    # the same oldest job: its time is not read again (the HGET round trip is skipped)
+    await r.hset(f"rq:job:{jobs[0].id}", "enqueued_at", rq_time(500))
+    assert age(await adapter.sample()) == pytest.approx(AGES[0], abs=AGE_TOLERANCE)
+    # a new oldest job: read
+    await r.lpop(queue.key)
+    assert age(await adapter.sample()) == pytest.approx(AGES[1], abs=AGE_TOLERANCE)
+
+
+async def test_rq_job_hash_gone_is_unknown_with_a_warning(
+    sync_redis: redis.Redis, r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    queue = rq_queue(sync_redis, janitor)
+    job = queue.enqueue("os.getcwd", job_id=f"{janitor.token}-0")
+    await r.delete(f"rq:job:{job.id}")
+    snapshot = await open_queue("rq", queue.name).sample()
+    assert snapshot.depth == 1
+    assert snapshot.oldest_enqueued_at is None
+    assert snapshot.oldest_precision is Precision.UNKNOWN
+    assert snapshot.warnings == ("missing_field",)
+
+
+# --- Dramatiq -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dramatiq_broker(redis_url: str, janitor: Janitor) -> Iterator[Callable[[str], RedisBroker]]:
+    brokers: list[RedisBroker] = []
+
+    def open_(namespace: str) -> RedisBroker:
+        broker = RedisBroker(url=redis_url, namespace=namespace)  # type: ignore[no-untyped-call]
+        janitor.members.append((f"{namespace}:__heartbeats__", broker.broker_id))
+        brokers.append(broker)
+        return broker
+
+    yield open_
+    for broker in brokers:
+        broker.close()
+
+
+def send_email(address: str) -> None:
+    """The actor of the Dramatiq tests (never run: the tests only enqueue)."""
+
+
+async def dramatiq_queue(
+    broker: RedisBroker, r: aioredis.Redis, janitor: Janitor, namespace: str
+) -> str:
+    """Sends one message per age in AGES (oldest first), then dates them AGES ago."""
+    queue = janitor.name()
+    actor = dramatiq.actor(
+        broker=broker, actor_name=f"send_email_{janitor.token}", queue_name=queue
+    )(send_email)
+    messages = [actor.send(f"user{i}@example.com") for i in range(len(AGES))]
+    hash_key = f"{namespace}:{queue}.msgs"
+    for message, seconds_ago in zip(messages, AGES, strict=True):
+        message_id = message.options["redis_message_id"]
+        raw = await r.hget(hash_key, message_id)
+        assert raw is not None
+        stored = json.loads(raw)
+        stored["message_timestamp"] = ms_ago(seconds_ago)
+        await r.hset(hash_key, message_id, json.dumps(stored))
+    return queue
+
+
+@pytest.mark.parametrize("namespace", ["dramatiq", "custom"])
+async def test_dramatiq_oldest_message_at_the_head(
+    namespace: str,
+    dramatiq_broker: Callable[[str], RedisBroker],
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    namespace = f"{namespace}-{janitor.token}" if namespace == "custom" else namespace
+    queue = await dramatiq_queue(dramatiq_broker(namespace), r, janitor, namespace)
+    layout = {} if namespace == "dramatiq" else {"keyPrefix": namespace}
+    snapshot = await open_queue("dramatiq", queue, **layout).sample()
+    assert snapshot.depth == 3
+    assert snapshot.in_flight is None
+    assert_age(snapshot, AGES[0], "payload:message_timestamp")
+
+
+async def test_dramatiq_message_not_json(
+    dramatiq_broker: Callable[[str], RedisBroker],
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    queue = await dramatiq_queue(dramatiq_broker("dramatiq"), r, janitor, "dramatiq")
+    oldest = await r.lindex(f"dramatiq:{queue}", 0)
+    await r.hset(f"dramatiq:{queue}.msgs", oldest, b"\x80\x05pickled")
+    snapshot = await open_queue("dramatiq", queue).sample()
+    assert snapshot.depth == 3
+    assert snapshot.oldest_enqueued_at is None
+    assert snapshot.warnings == ("not_json",)
+
+
+# --- BullMQ -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def bull_queue(redis_url: str, janitor: Janitor) -> AsyncIterator[Callable[..., BullQueue]]:
+    queues: list[BullQueue] = []
+
+    def open_(prefix: str = "bull") -> BullQueue:
+        queue = BullQueue(janitor.name(), {"connection": redis_url, "prefix": prefix})
+        queues.append(queue)
+        return queue
+
+    yield open_
+    for queue in queues:
+        await queue.close()
+
+
+async def add_bull_jobs(
+    queue: BullQueue, r: aioredis.Redis, ages: tuple[float, ...], opts: dict[str, int] | None = None
+) -> None:
+    for seconds_ago in ages:
+        job = await queue.add("email", {"to": "user@example.com"}, opts or {})
+        await r.hset(f"{queue.prefix}:{queue.name}:{job.id}", "timestamp", ms_ago(seconds_ago))
+
+
+@pytest.mark.parametrize("prefix", ["bull", "myprefix"])
+async def test_bullmq_oldest_job_at_the_tail(
+    prefix: str,
+    bull_queue: Callable[..., BullQueue],
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    queue = bull_queue(prefix)
+    await add_bull_jobs(queue, r, AGES)
+    layout = {} if prefix == "bull" else {"keyPrefix": prefix}
+    snapshot = await open_queue("bullmq", queue.name, **layout).sample()
+    assert snapshot.depth == 3
+    assert snapshot.in_flight == 0
+    assert_age(snapshot, AGES[0], "payload:timestamp")
+
+
+async def test_bullmq_active_job_is_in_flight(
+    bull_queue: Callable[..., BullQueue],
+    redis_url: str,
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    queue = bull_queue()
+    await add_bull_jobs(queue, r, (40.0, *AGES))
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def process(job: object, token: str) -> None:
+        started.set()
+        await release.wait()
+
+    worker = BullWorker(queue.name, process, {"connection": redis_url})
+    try:
+        await asyncio.wait_for(started.wait(), 10)  # took the 40 s old job
+        snapshot = await open_queue("bullmq", queue.name).sample()
+    finally:
+        release.set()
+        await worker.close()
+    assert snapshot.depth == 3
+    assert snapshot.in_flight == 1
+    assert_age(snapshot, AGES[0], "payload:timestamp")
+
+
+async def test_bullmq_prioritized_jobs_count_and_make_the_age_a_lower_bound(
+    bull_queue: Callable[..., BullQueue], r: aioredis.Redis, open_queue: OpenQueue
+) -> None:
+    queue = bull_queue()
+    await add_bull_jobs(queue, r, (50.0,), {"priority": 5})
+    adapter = open_queue("bullmq", queue.name)
+    only_prioritized = await adapter.sample()
+    assert only_prioritized.depth == 1
+    assert only_prioritized.oldest_enqueued_at is None
+    assert only_prioritized.oldest_precision is Precision.UNKNOWN
+
+    await add_bull_jobs(queue, r, AGES)
+    snapshot = await adapter.sample()
+    assert snapshot.depth == 4
+    assert age(snapshot) == pytest.approx(AGES[0], abs=AGE_TOLERANCE)
+    assert snapshot.oldest_precision is Precision.LOWER_BOUND
+
+
+async def test_bullmq_paused_queue_still_counts(
+    bull_queue: Callable[..., BullQueue], r: aioredis.Redis, open_queue: OpenQueue
+) -> None:
+    queue = bull_queue()
+    await queue.pause()  # BullMQ 5: a flag in :meta; jobs still go to :wait
+    await add_bull_jobs(queue, r, AGES)
+    snapshot = await open_queue("bullmq", queue.name).sample()
+    assert snapshot.depth == 3
+    assert_age(snapshot, AGES[0], "payload:timestamp")
+
+
+async def test_bullmq_legacy_paused_list_counts(
+    bull_queue: Callable[..., BullQueue], r: aioredis.Redis, open_queue: OpenQueue
+) -> None:
+    queue = bull_queue()
+    await add_bull_jobs(queue, r, AGES)
+    # BullMQ before 5 paused a queue by renaming :wait to :paused
+    await r.rename(f"bull:{queue.name}:wait", f"bull:{queue.name}:paused")
+    snapshot = await open_queue("bullmq", queue.name).sample()
+    assert snapshot.depth == 3
+    assert snapshot.oldest_precision is Precision.UNKNOWN
+
+
+# --- Plain lists --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("oldest_end", "push", "unit", "value"),
+    [
+        ("head", "rpush", "iso", rq_time),
+        ("tail", "lpush", "ms", ms_ago),
+        ("tail", "lpush", "auto", lambda seconds_ago: time.time() - seconds_ago),
+    ],
+)
+async def test_list_with_prefix_field_and_end(
+    oldest_end: str,
+    push: str,
+    unit: str,
+    value: Callable[[float], object],
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    queue = janitor.name()
+    for seconds_ago in AGES:
+        payload = json.dumps({"task": "resize", "meta": {"enqueued_at": value(seconds_ago)}})
+        await getattr(r, push)(f"jobs:{queue}", payload)
+    adapter = open_queue(
+        "list",
+        queue,
+        keyPrefix="jobs:",
+        oldestEnd=oldest_end,
+        timestampField="meta.enqueued_at",
+        timestampUnit=unit,
+    )
+    snapshot = await adapter.sample()
+    assert snapshot.depth == 3
+    assert_age(snapshot, AGES[0], "payload:meta.enqueued_at")
+
+
+# --- Bad payloads -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "warning", "precision"),
+    [
+        (b"HardJob[42]", "not_json", Precision.UNKNOWN),
+        (b'{"class": "HardJob", "args": []}', "missing_field", Precision.UNKNOWN),
+        (b'{"class": "HardJob", "enqueued_at": "today"}', "bad_type", Precision.UNKNOWN),
+        (lambda: sidekiq_payload(-60, 8), "future_timestamp", Precision.ESTIMATE),
+        (lambda: sidekiq_payload(-3600, 8), "absurd_timestamp", Precision.UNKNOWN),
+        (b'{"enqueued_at": 915148800.0}', "absurd_timestamp", Precision.UNKNOWN),  # 1999
+    ],
+    ids=["not json", "missing field", "string time", "1 min ahead", "1 h ahead", "1999"],
+)
+async def test_bad_oldest_payload(
+    payload: bytes | Callable[[], bytes],
+    warning: str,
+    precision: Precision,
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    queue = janitor.name()
+    oldest = payload() if callable(payload) else payload
+    await r.lpush(f"queue:{queue}", oldest, sidekiq_payload(5, 8))
+    snapshot = await open_queue("sidekiq", queue).sample()
+    assert snapshot.depth == 2
+    assert snapshot.warnings == (warning,)
+    assert snapshot.oldest_precision is precision
+    if precision is Precision.ESTIMATE:
+        assert age(snapshot) == 0.0  # clock skew: clamped, never negative
+    else:
+        assert snapshot.oldest_enqueued_at is None
+
+
+# --- Errors and connections ---------------------------------------------------------------------
+
+
+async def test_wrong_key_type_names_the_key_and_the_type(
+    r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    queue = janitor.name()
+    await r.set(f"queue:{queue}", "not a list")
+    with pytest.raises(QueueMisconfigured, match=rf"'queue:{queue}' is not a list"):
+        await open_queue("sidekiq", queue).sample()
+
+    await r.rpush(f"rq:wip:{queue}", "job")
+    with pytest.raises(QueueMisconfigured, match=rf"'rq:wip:{queue}' is not a sorted set"):
+        await open_queue("rq", queue).sample()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_unreachable_redis_is_unavailable_without_the_password(
+    janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    url = f"redis://admin:s3cret-pw@127.0.0.1:{free_port()}/0"
+    adapter = open_queue("sidekiq", janitor.name(), url=url)
+    with pytest.raises(BrokerUnavailable) as caught:
+        await adapter.sample()
+    assert caught.value.queue == janitor.name()
+    assert "s3cret-pw" not in str(caught.value) and url not in str(caught.value)
+
+
+class RedisProcess:
+    """A private redis-server that a test may stop and start again on the same port."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.directory = directory
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        options = f"--port {self.port} --bind 127.0.0.1 --appendonly no --dir {self.directory}"
+        self.process = subprocess.Popen(
+            ["redis-server", *options.split(), "--save", ""], stdout=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with redis.Redis(port=self.port, socket_connect_timeout=0.2) as client:
+                    client.ping()
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+async def test_adapter_reconnects_after_a_redis_restart(
+    own_redis: RedisProcess, open_queue: OpenQueue
+) -> None:
+    adapter = open_queue("sidekiq", "restarts", url=own_redis.url)
+    writer = redis.Redis(port=own_redis.port)
+    writer.lpush("queue:restarts", sidekiq_payload(12, 8))
+    assert (await adapter.sample()).depth == 1
+
+    own_redis.stop()
+    with pytest.raises(BrokerUnavailable):
+        await adapter.sample()
+
+    own_redis.start()  # empty again: nothing was saved
+    writer.lpush("queue:restarts", sidekiq_payload(7, 8), sidekiq_payload(3, 8))
+    writer.close()
+    snapshot = await adapter.sample()
+    assert snapshot.depth == 2
+    assert age(snapshot) == pytest.approx(7, abs=AGE_TOLERANCE)
+
+
+async def test_adapters_on_one_url_share_one_client(
+    redis_url: str, r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    client_name = f"qas-{janitor.token}"
+    url = f"{redis_url}{'&' if '?' in redis_url else '?'}client_name={client_name}"
+
+    async def connections() -> int:
+        return sum(1 for entry in await r.client_list() if entry.get("name") == client_name)
+
+    first = open_queue("sidekiq", janitor.name("a"), url=url)
+    second = open_queue("rq", janitor.name("b"), url=url)
+    await first.sample()
+    await second.sample()
+    assert await connections() == 1
+    await first.aclose()
+    await second.sample()  # still open for the other adapter
+    assert await connections() == 1
+    await second.aclose()
+    assert await connections() == 0
+
+
+def test_registry_imports_redis_only_when_used() -> None:
+    code = "import sys, brokers.registry; print('redis' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+# --- Arrivals and completions (list marker) -----------------------------------------------------
+
+
+@dataclass
+class Traffic:
+    """A producer and a consumer at steady rates on one list, each counting what it did."""
+
+    client: aioredis.Redis
+    key: str
+    push: str
+    pop: str
+    produced: int = 0
+    consumed: int = 0
+    running: bool = True
+
+    async def produce(self, rate: float) -> None:
+        await self._steady(rate, self._push_one)
+
+    async def consume(self, rate: float) -> None:
+        await self._steady(rate, self._pop_one)
+
+    async def _push_one(self) -> None:
+        await getattr(self.client, self.push)(self.key, sidekiq_payload(0, 8))
+        self.produced += 1
+
+    async def _pop_one(self) -> None:
+        if await getattr(self.client, self.pop)(self.key) is not None:
+            self.consumed += 1
+
+    async def _steady(self, rate: float, step: Callable[[], Awaitable[None]]) -> None:
+        start, done = time.monotonic(), 0
+        while self.running:
+            await step()
+            done += 1
+            await asyncio.sleep(max(0.0, start + done / rate - time.monotonic()))
+
+
+@pytest.mark.parametrize(
+    ("format_name", "layout", "push", "pop"),
+    [
+        ("sidekiq", {}, "lpush", "rpop"),
+        ("list", {"oldestEnd": "head", "timestampField": "enqueued_at"}, "rpush", "lpop"),
+    ],
+    ids=["push at head", "push at tail"],
+)
+async def test_steady_traffic_counts_are_exact_while_a_backlog_remains(
+    format_name: str,
+    layout: dict[str, str],
+    push: str,
+    pop: str,
+    redis_url: str,
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    queue = janitor.name()
+    key = f"queue:{queue}" if format_name == "sidekiq" else queue
+    await getattr(r, push)(key, *(sidekiq_payload(60, 8) for _ in range(100)))
+    adapter = open_queue(format_name, queue, **layout)
+    traffic = Traffic(aioredis.Redis.from_url(redis_url), key, push, pop)
+
+    first = await adapter.sample()
+    tasks = [asyncio.create_task(traffic.produce(50)), asyncio.create_task(traffic.consume(40))]
+    snapshots = []
+    for _ in range(12):  # ~6 s, a sample every 0.5 s
+        await asyncio.sleep(0.5)
+        snapshots.append(await adapter.sample())
+    traffic.running = False
+    await asyncio.gather(*tasks)
+    await traffic.client.aclose()
+    last = await adapter.sample()
+
+    assert all(s.counts_exact for s in [*snapshots, last])
+    assert all(s.depth for s in snapshots)  # the backlog never emptied
+    arrivals = last.arrivals_total - first.arrivals_total  # type: ignore[operator]
+    completions = last.completions_total - first.completions_total  # type: ignore[operator]
+    assert traffic.produced > 200 and traffic.consumed > 150
+    assert abs(arrivals - traffic.produced) <= 0.15 * traffic.produced
+    assert abs(completions - traffic.consumed) <= 0.15 * traffic.consumed
+    assert (arrivals, completions) == (traffic.produced, traffic.consumed)
+    assert last.depth == 100 + traffic.produced - traffic.consumed
+    assert last.counts_source == "list-marker"
+
+
+async def test_counts_are_lower_bounds_when_the_list_drains_between_samples(
+    r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    queue = janitor.name()
+    key = f"queue:{queue}"
+    adapter = open_queue("sidekiq", queue)
+    await r.lpush(key, *(sidekiq_payload(9, 8) for _ in range(5)))
+    before = await adapter.sample()
+    await r.lpush(key, sidekiq_payload(3, 8))
+    await r.rpop(key, 6)  # everything, marker included, is taken
+    await r.lpush(key, sidekiq_payload(2, 8), sidekiq_payload(1, 8))
+    after = await adapter.sample()
+    assert after.counts_exact is False
+    # true: 3 arrived, 6 taken; seen at least: 2 arrived, 5 taken
+    assert after.arrivals_total - before.arrivals_total == 2  # type: ignore[operator]
+    assert after.completions_total - before.completions_total == 5  # type: ignore[operator]
+    await r.lpush(key, sidekiq_payload(0, 8))
+    assert (await adapter.sample()).counts_exact is True
