@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import urllib.request
 import uuid
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
 
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
@@ -340,7 +342,7 @@ async def test_metrics_endpoint_exports_queue_and_decision(
     queue_name: str,
     cleanup: None,
 ) -> None:
-    await push_sidekiq_jobs(redis_client, queue_name, [50.0] * 4)
+    await push_sidekiq_jobs(redis_client, queue_name, [50.0] * 200)  # needs 4 workers; db allows 2
     so = ref(
         {
             "url": redis_url,
@@ -358,17 +360,25 @@ async def test_metrics_endpoint_exports_queue_and_decision(
             .decode()
         )
     )
-    queue = f'broker="redis",format="sidekiq",queue="{queue_name}"'
-    trigger = f'metric="workers",namespace="shop",queue="{queue_name}",scaled_object="workers"'
-    assert f"queue_age_scaler_queue_depth{{{queue}}} 4.0" in body
-    assert f"queue_age_scaler_queue_in_flight{{{queue}}} NaN" in body  # unknown, not 0
-    assert f"queue_age_scaler_ceiling_workers{{{trigger}}} 2.0" in body
-    assert f"queue_age_scaler_desired_workers{{{trigger}}} 2.0" in body
-    assert f'queue_age_scaler_decision{{{trigger},reason="clamped by db"}} 1.0' in body
-    assert f"queue_age_scaler_samples_total{{{queue}}}" in body
-    age_line = next(
-        line
-        for line in body.splitlines()
-        if line.startswith(f"queue_age_scaler_queue_oldest_age_seconds{{{queue}}}")
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+    }
+    queue = (("broker", "redis"), ("format", "sidekiq"), ("queue", queue_name))
+    trigger = (
+        ("metric", "workers"),
+        ("namespace", "shop"),
+        ("queue", queue_name),
+        ("scaled_object", "workers"),
     )
-    assert float(age_line.split()[-1]) == pytest.approx(50.0, abs=1.5)
+    assert samples["queue_age_scaler_queue_depth", queue] == 200.0
+    assert math.isnan(samples["queue_age_scaler_queue_in_flight", queue])  # unknown, not 0
+    assert samples["queue_age_scaler_ceiling_workers", trigger] == 2.0
+    assert samples["queue_age_scaler_desired_workers", trigger] == 2.0
+    reason = tuple(sorted((*trigger, ("reason", "clamped by db"))))
+    assert samples["queue_age_scaler_decision", reason] == 1.0
+    assert samples["queue_age_scaler_samples_total", queue] >= 1
+    assert samples["queue_age_scaler_queue_oldest_age_seconds", queue] == pytest.approx(
+        50.0, abs=1.5
+    )

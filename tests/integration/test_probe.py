@@ -58,7 +58,7 @@ async def test_probe_reports_rates_within_15_percent(redis_url: str) -> None:
     queue = f"qas-probe-{uuid.uuid4().hex[:8]}"
     key = f"queue:{queue}"
     client = aioredis.Redis.from_url(redis_url)
-    # a backlog first, so the consumer never finds the list empty
+    # a backlog first, so the consumer never finds the list empty nor reaches the new jobs
     await client.lpush(
         key,
         *[
@@ -70,7 +70,7 @@ async def test_probe_reports_rates_within_15_percent(redis_url: str) -> None:
                     "enqueued_at": int((time.time() - 40) * 1000),
                 }
             )
-            for i in range(200)
+            for i in range(1000)
         ],
     )
     try:
