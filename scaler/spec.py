@@ -67,9 +67,9 @@ class QueueSource:
     queue: str
     format: str
     key_prefix: str
+    oldest_end: End
     timestamp_field: str | None = None
     timestamp_unit: str = "auto"
-    oldest_end: End = End.TAIL
 
     def describe(self) -> str:
         """For messages and logs: never includes the URL."""

@@ -1,15 +1,35 @@
-"""Fixtures shared by the integration and smoke tests: a running scaler server and a stub."""
+"""Fixtures shared by the integration and smoke tests: the real Redis, a running scaler server, a stub."""
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import AsyncIterator
 
 import grpc
 import pytest
+import redis
 
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.server import RunningServer, ServerConfig, running_server
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """REDIS_URL (default 127.0.0.1:6379/0). Fails, never skips, when Redis does not answer."""
+    url = os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
+    try:
+        with redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2) as client:
+            client.ping()
+    except (redis.exceptions.RedisError, OSError) as exc:
+        pytest.fail(
+            f"Redis is not reachable at REDIS_URL ({type(exc).__name__}: {exc}). Start it "
+            "(scripts/services does) or point REDIS_URL at one; integration tests never skip.",
+            pytrace=False,
+        )
+    return url
 
 
 def free_port() -> int:
@@ -33,5 +53,5 @@ async def channel(scaler: RunningServer) -> AsyncIterator[grpc.aio.Channel]:
 
 
 @pytest.fixture
-def stub(channel: grpc.aio.Channel) -> pb_grpc.ExternalScalerStub:
+def stub(channel: grpc.aio.Channel) -> pb_grpc.ExternalScalerAsyncStub:
     return pb_grpc.ExternalScalerStub(channel)

@@ -69,8 +69,16 @@ def ref(metadata: dict[str, str], name: str = "workers") -> pb.ScaledObjectRef:
     )
 
 
+async def next_state(
+    stream: grpc.aio.UnaryStreamCall[pb.ScaledObjectRef, pb.IsActiveResponse], timeout: float
+) -> pb.IsActiveResponse:
+    message = await asyncio.wait_for(stream.read(), timeout)
+    assert isinstance(message, pb.IsActiveResponse), f"the stream ended: {message!r}"
+    return message
+
+
 async def keda_sequence(
-    stub: pb_grpc.ExternalScalerStub, so: pb.ScaledObjectRef
+    stub: pb_grpc.ExternalScalerAsyncStub, so: pb.ScaledObjectRef
 ) -> tuple[pb.MetricSpec, pb.MetricValue, bool]:
     """What KEDA does on every poll: GetMetricSpec, then GetMetrics for that name, then IsActive."""
     spec = await stub.GetMetricSpec(so)
@@ -85,7 +93,7 @@ async def keda_sequence(
 
 
 async def test_workers_metric_is_clamped_by_the_dependency(
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,
     redis_url: str,
     queue_name: str,
@@ -106,7 +114,7 @@ async def test_workers_metric_is_clamped_by_the_dependency(
 
 
 async def test_workers_metric_drains_the_backlog_without_a_ceiling(
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,
     redis_url: str,
     queue_name: str,
@@ -130,7 +138,7 @@ async def test_workers_metric_drains_the_backlog_without_a_ceiling(
 
 
 async def test_age_metric_reports_the_oldest_job(
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,
     redis_url: str,
     queue_name: str,
@@ -155,7 +163,7 @@ async def test_age_metric_reports_the_oldest_job(
 
 
 async def test_age_metric_holds_the_ceiling_through_observed_workers(
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,
     redis_url: str,
     queue_name: str,
@@ -188,7 +196,7 @@ async def test_age_metric_holds_the_ceiling_through_observed_workers(
 
 
 async def test_drain_time_metric_is_finite_when_nothing_drains(
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,
     redis_url: str,
     queue_name: str,
@@ -217,7 +225,7 @@ async def test_drain_time_metric_is_finite_when_nothing_drains(
 
 
 async def test_empty_queue_is_idle_and_inactive(
-    stub: pb_grpc.ExternalScalerStub, redis_url: str, queue_name: str
+    stub: pb_grpc.ExternalScalerAsyncStub, redis_url: str, queue_name: str
 ) -> None:
     so = ref({"url": redis_url, "queue": queue_name, "format": "sidekiq", "workerThroughput": "1"})
     _, value, active = await keda_sequence(stub, so)
@@ -226,7 +234,7 @@ async def test_empty_queue_is_idle_and_inactive(
 
 
 async def test_activation_thresholds(
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,
     redis_url: str,
     queue_name: str,
@@ -242,7 +250,7 @@ async def test_activation_thresholds(
 
 
 async def test_bad_metadata_is_invalid_argument_with_a_suggestion(
-    stub: pb_grpc.ExternalScalerStub, redis_url: str
+    stub: pb_grpc.ExternalScalerAsyncStub, redis_url: str
 ) -> None:
     so = ref(
         {
@@ -266,7 +274,7 @@ async def test_bad_metadata_is_invalid_argument_with_a_suggestion(
 
 
 async def test_a_broker_that_never_answers_is_unavailable_not_zero(
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
 ) -> None:
     from tests.conftest import free_port
 
@@ -289,7 +297,7 @@ async def test_a_broker_that_never_answers_is_unavailable_not_zero(
 
 
 async def test_stream_is_active_sends_state_at_once_then_true_within_a_second(
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,
     redis_url: str,
     queue_name: str,
@@ -297,12 +305,12 @@ async def test_stream_is_active_sends_state_at_once_then_true_within_a_second(
 ) -> None:
     so = ref({"url": redis_url, "queue": queue_name, "format": "sidekiq", "workerThroughput": "1"})
     stream = stub.StreamIsActive(so)
-    first = await asyncio.wait_for(stream.read(), 2.0)
+    first = await next_state(stream, 2.0)
     assert first.result is False
     await push_sidekiq_jobs(redis_client, queue_name, [0.0])
-    second = await asyncio.wait_for(stream.read(), 1.0)
+    second = await next_state(stream, 1.0)
     assert second.result is True
-    third = await asyncio.wait_for(stream.read(), 2.0)  # repeated while active
+    third = await next_state(stream, 2.0)  # repeated while active
     assert third.result is True
     stream.cancel()
 
@@ -327,16 +335,16 @@ async def test_shutdown_ends_streams_with_ok_and_health_goes_not_serving(
         watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
         assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
         stream = pb_grpc.ExternalScalerStub(channel).StreamIsActive(so)
-        assert (await stream.read()).result is False
+        assert (await next_state(stream, 2.0)).result is False
     # leaving the block shut the server down: the stream ended cleanly, health said NOT_SERVING
     assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
     assert await stream.code() == grpc.StatusCode.OK
-    await channel.close()
+    await channel.close(None)
 
 
 async def test_metrics_endpoint_exports_queue_and_decision(
     scaler: RunningServer,
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,
     redis_url: str,
     queue_name: str,

@@ -93,7 +93,7 @@ def push_job(server: RedisProcess, queue: str, age: float) -> None:
 
 
 async def test_redis_outage_gives_unavailable_then_recovers(
-    scaler: RunningServer, stub: pb_grpc.ExternalScalerStub, own_redis: RedisProcess
+    scaler: RunningServer, stub: pb_grpc.ExternalScalerAsyncStub, own_redis: RedisProcess
 ) -> None:
     push_job(own_redis, "orders", age=30.0)
     so = pb.ScaledObjectRef(

@@ -55,14 +55,13 @@ def server_address() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
             except grpc.RpcError:
                 if time.monotonic() > deadline or process.poll() is not None:
                     process.kill()
-                    raise AssertionError(
-                        f"the server did not start: {process.stderr.read().decode() if process.stderr else ''}"
-                    ) from None
+                    _, log = process.communicate()
+                    raise AssertionError(f"the server did not start: {log.decode()}") from None
                 time.sleep(0.1)
     yield address, process
     if process.poll() is None:
         process.kill()
-        process.wait()
+    process.communicate()  # reaps it and closes the pipe
 
 
 def test_grpcurl_smoke_and_clean_sigterm(
@@ -91,6 +90,6 @@ def test_grpcurl_smoke_and_clean_sigterm(
         client.delete(f"queue:{queue}")
         client.close()
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=15) == 0
-    log = process.stderr.read().decode() if process.stderr else ""
-    assert "stopped" in log
+    _, log = process.communicate(timeout=15)
+    assert process.returncode == 0
+    assert "stopped" in log.decode()
