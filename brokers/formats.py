@@ -38,6 +38,8 @@ class FormatInfo:
     reports_in_flight: bool
     #: layout keys a user may set for this format
     layout_keys: frozenset[str]
+    #: "module:callable" that opens an adapter for a queue of this format
+    adapter: str = "brokers.redis_queues:RedisQueueAdapter"
 
 
 _PREFIX_ONLY = frozenset({"keyPrefix"})

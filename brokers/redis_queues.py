@@ -26,36 +26,15 @@ import enum
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
-
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from brokers.base import Precision, QueueSnapshot
 from brokers.formats import FORMATS, End
 from brokers.list_marker import ListMarker
 from brokers.payloads import Stamp, stamp_reader
-from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from brokers.redis_connection import Command, RedisConnection
 from scaler.spec import QueueSource
 
-SOCKET_TIMEOUT = 2.0
 COUNTS_SOURCE = "list-marker"
-#: the type of key each command needs, for the message when a key has another type
-KEY_TYPES = {
-    "LLEN": "list",
-    "LINDEX": "list",
-    "LPOS": "list",
-    "ZCARD": "sorted set",
-    "SCARD": "set",
-    "HGET": "hash",
-}
-
-Command = tuple[str, str | bytes, *tuple[str | bytes | int, ...]]
 
 
 class Role(enum.Enum):
@@ -127,40 +106,6 @@ def _key(prefix: str, *parts: str) -> str:
     return ":".join((prefix, *parts) if prefix else parts)
 
 
-@dataclass(slots=True)
-class _SharedClient:
-    client: Redis
-    users: int
-
-
-#: one client per URL, shared by every adapter on that URL
-_CLIENTS: dict[str, _SharedClient] = {}
-
-
-def _acquire_client(url: str) -> Redis:
-    shared = _CLIENTS.get(url)
-    if shared is None:
-        client = Redis.from_url(
-            url,
-            socket_connect_timeout=SOCKET_TIMEOUT,
-            socket_timeout=SOCKET_TIMEOUT,
-            # one immediate retry on a broken connection (after a Redis restart, say);
-            # none on a timeout, so a hung server fails within SOCKET_TIMEOUT
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        )
-        shared = _CLIENTS[url] = _SharedClient(client, 0)
-    shared.users += 1
-    return shared.client
-
-
-async def _release_client(url: str) -> None:
-    shared = _CLIENTS[url]
-    shared.users -= 1
-    if shared.users == 0:
-        del _CLIENTS[url]
-        await shared.client.aclose()
-
-
 class RedisQueueAdapter:
     """Samples one queue kept in a Redis list. Keeps the list marker and the oldest job's time."""
 
@@ -176,7 +121,7 @@ class RedisQueueAdapter:
         self._marker = ListMarker(self._layout.oldest_end.opposite)
         #: (job id, raw time field) of the oldest job last seen
         self._cached_time: tuple[bytes, bytes] | None = None
-        self._client: Redis | None = _acquire_client(source.url)
+        self._redis = RedisConnection(source)
 
     async def sample(self) -> QueueSnapshot:
         layout, query = self._layout, self._marker.query()
@@ -191,7 +136,7 @@ class RedisQueueAdapter:
                 ("LPOS", layout.list_key, query.marker, "RANK", query.rank, "MAXLEN", query.maxlen)
             )
         commands += [(count.command, count.key) for count in layout.counts]
-        replies = await self._execute(commands, transaction=True)
+        replies = await self._redis.execute(commands, transaction=True)
         observed_at = time.time()
 
         length, oldest, newest = replies[:3]
@@ -216,9 +161,7 @@ class RedisQueueAdapter:
         )
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            self._client = None
-            await _release_client(self._source.url)
+        await self._redis.aclose()
 
     def _counts(self, replies: Sequence[int]) -> dict[Role, int]:
         totals: dict[Role, int] = {}
@@ -233,44 +176,11 @@ class RedisQueueAdapter:
             return self._read_stamp(oldest, now)
         if self._cached_time is None or self._cached_time[0] != oldest:
             key, field = time_field(oldest)
-            (raw,) = await self._execute([("HGET", key, field)], transaction=False)
+            (raw,) = await self._redis.execute([("HGET", key, field)], transaction=False)
             if raw is None:  # not written yet, or gone: ask again next time
                 return self._read_stamp(None, now)
             self._cached_time = (oldest, raw)
         return self._read_stamp(self._cached_time[1], now)
-
-    async def _execute(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
-        if self._client is None:
-            raise RuntimeError(f"{self._source.describe()}: adapter is closed")
-        pipe = self._client.pipeline(transaction=transaction)
-        for command in commands:
-            pipe.execute_command(*command)
-        try:
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-        except (RedisConnectionError, RedisTimeoutError, OSError, ResponseError) as exc:
-            raise self._unavailable(exc) from exc
-        for command, reply in zip(commands, replies, strict=True):
-            if isinstance(reply, ResponseError) and str(reply).startswith("WRONGTYPE"):
-                raise self._misconfigured(command, reply)
-            if isinstance(reply, ResponseError):  # LOADING, BUSY, MASTERDOWN...: try again later
-                raise self._unavailable(reply)
-        return replies
-
-    def _misconfigured(self, command: Command, error: ResponseError) -> QueueMisconfigured:
-        name, key = command[0], command[1]
-        shown = key.decode(errors="replace") if isinstance(key, bytes) else key
-        return QueueMisconfigured(
-            f"{self._source.describe()}: key {shown!r} is not a {KEY_TYPES[name]} "
-            f"as format {self._source.format} expects ({error})"
-        )
-
-    def _unavailable(self, error: Exception) -> BrokerUnavailable:
-        detail = f"{type(error).__name__}: {error}"
-        password = urlsplit(self._source.url).password
-        for secret in (self._source.url, password):
-            if secret:
-                detail = detail.replace(secret, "<hidden>")
-        return BrokerUnavailable(self.broker, self.queue, detail)
 
 
 def _precision(stamp: Stamp, *, waiting_elsewhere: bool) -> Precision:
