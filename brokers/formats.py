@@ -39,30 +39,47 @@ class FormatInfo:
     #: layout keys a user may set for this format
     layout_keys: frozenset[str]
     #: "module:callable" that opens an adapter for a queue of this format
-    adapter: str = "brokers.redis_queues:RedisQueueAdapter"
+    adapter: str
 
 
 _PREFIX_ONLY = frozenset({"keyPrefix"})
 _GENERIC = frozenset({"keyPrefix", "timestampField", "timestampUnit", "oldestEnd"})
+_LISTS = "brokers.redis_queues:RedisQueueAdapter"
 
 FORMATS: dict[str, FormatInfo] = {
     info.name: info
     for info in (
         # Sidekiq: LPUSH queue:<name>, BRPOP; oldest at -1; JSON enqueued_at (7.x float s, 8.x int ms)
-        FormatInfo("sidekiq", "redis", "", End.TAIL, False, False, _PREFIX_ONLY),
+        FormatInfo("sidekiq", "redis", "", End.TAIL, False, False, _PREFIX_ONLY, _LISTS),
         # RQ: RPUSH rq:queue:<name> of ids, BLPOP; oldest at 0; rq:job:<id> enqueued_at (ISO UTC)
-        FormatInfo("rq", "redis", "rq", End.HEAD, True, True, _PREFIX_ONLY),
+        FormatInfo("rq", "redis", "rq", End.HEAD, True, True, _PREFIX_ONLY, _LISTS),
         # BullMQ: LPUSH bull:<q>:wait, RPOPLPUSH to :active; oldest at -1; bull:<q>:<id> timestamp (ms)
-        FormatInfo("bullmq", "redis", "bull", End.TAIL, False, True, _PREFIX_ONLY),
+        FormatInfo("bullmq", "redis", "bull", End.TAIL, False, True, _PREFIX_ONLY, _LISTS),
         # Dramatiq: RPUSH dramatiq:<q>, LPOP; oldest at 0; dramatiq:<q>.msgs message_timestamp (ms)
-        FormatInfo("dramatiq", "redis", "dramatiq", End.HEAD, False, False, _PREFIX_ONLY),
+        FormatInfo("dramatiq", "redis", "dramatiq", End.HEAD, False, False, _PREFIX_ONLY, _LISTS),
+        # Celery (kombu's Redis transport): LPUSH <q> and the priority lists <q>\x06\x16<3|6|9>,
+        # BRPOP; oldest at -1 of each; no enqueue time unless the producer adds one; in flight
+        # in the unacked hash
+        FormatInfo(
+            "celery", "redis", "", End.TAIL, False, True,
+            frozenset({"keyPrefix", "timestampField", "timestampUnit"}),
+            "brokers.redis_celery:CeleryAdapter",
+        ),
+        # Resque: RPUSH resque:queue:<name>, LPOP; oldest at 0; no enqueue time
+        FormatInfo("resque", "redis", "resque", End.HEAD, False, False, _PREFIX_ONLY, _LISTS),
+        # Huey (RedisHuey): LPUSH huey.redis.<name>, BRPOP; oldest at -1; pickled, no enqueue time
+        FormatInfo("huey", "redis", "huey.redis", End.TAIL, False, False, _PREFIX_ONLY, _LISTS),
+        # arq: sorted set <queue> (default arq:queue) scored by enqueue or defer-until ms
+        FormatInfo("arq", "redis", "arq", End.HEAD, False, True, _PREFIX_ONLY, "brokers.redis_arq:ArqAdapter"),
+        # A Redis Stream read by a consumer group: entry ids carry the add time
+        FormatInfo(
+            "stream", "redis", "", End.HEAD, True, True, frozenset({"consumerGroup"}),
+            "brokers.redis_streams:StreamAdapter",
+        ),
         # A plain list of JSON payloads, laid out as the user says
-        FormatInfo("list", "redis", "", End.TAIL, False, False, _GENERIC),
+        FormatInfo("list", "redis", "", End.TAIL, False, False, _GENERIC, _LISTS),
     )
-}
-
-#: formats documented in DESIGN that later issues add; named in errors so users know
-PLANNED_FORMATS = ("celery", "resque", "huey", "arq", "stream")
+}  # fmt: skip
 
 #: the default format per broker
 DEFAULT_FORMAT = {"redis": "list"}

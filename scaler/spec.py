@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from brokers.formats import DEFAULT_FORMAT, FORMATS, PLANNED_FORMATS, End
+from brokers.formats import DEFAULT_FORMAT, FORMATS, End
 from scaler.durations import parse_duration
 from scaler.errors import InvalidMetadata
 
@@ -70,6 +70,8 @@ class QueueSource:
     oldest_end: End
     timestamp_field: str | None = None
     timestamp_unit: str = "auto"
+    #: the consumer group whose backlog this is (format stream)
+    consumer_group: str | None = None
 
     def describe(self) -> str:
         """For messages and logs: never includes the URL."""
@@ -304,17 +306,23 @@ def _parse_source(reader: _Reader, profiles: Mapping[str, str]) -> QueueSource:
                 + (" (it applies to format list)" if key in FORMATS["list"].layout_keys else ""),
             )
     oldest_end = End(reader.choice("oldestEnd", [e.value for e in End], info.oldest_end.value))
+    key_prefix = reader.get("keyPrefix")
+    group = reader.get("consumerGroup") or None
+    if "consumerGroup" in info.layout_keys and group is None:
+        raise InvalidMetadata(
+            "consumerGroup",
+            f"missing; format {format_name} needs the consumer group that reads the stream",
+        )
     return QueueSource(
         broker=broker,
         url=url,
         queue=queue,
         format=format_name,
-        key_prefix=reader.get("keyPrefix")
-        if reader.get("keyPrefix") is not None
-        else info.key_prefix,  # type: ignore[arg-type]
+        key_prefix=info.key_prefix if key_prefix is None else key_prefix,
         timestamp_field=reader.get("timestampField") or None,
         timestamp_unit=reader.choice("timestampUnit", list(TIMESTAMP_UNITS), "auto"),
         oldest_end=oldest_end,
+        consumer_group=group,
     )
 
 
@@ -343,11 +351,6 @@ def _parse_format(reader: _Reader, broker: str) -> str:
     if text is None:
         return DEFAULT_FORMAT[broker]
     names = [n for n, info in FORMATS.items() if info.broker == broker]
-    if text in PLANNED_FORMATS:
-        raise reader.fail(
-            "format",
-            f"a format this version supports: {', '.join(names)} ({text} is not supported yet)",
-        )
     return reader.choice("format", names, DEFAULT_FORMAT[broker])
 
 

@@ -543,10 +543,10 @@ SIDEKIQ = {"url": URL, "queue": "q", "format": "sidekiq", "workerThroughput": "1
             id="rabbitmq not supported yet",
         ),
         pytest.param(
-            {"url": URL, "queue": "q", "format": "celery"},
-            "format",
-            ["'celery'", "celery is not supported yet", "sidekiq", "rq", "list"],
-            id="planned format",
+            {"url": URL, "queue": "events", "format": "stream", "workerThroughput": "1"},
+            "consumerGroup",
+            ["missing", "format stream needs the consumer group"],
+            id="stream without a consumer group",
         ),
         pytest.param(
             {"url": URL, "queue": "q", "format": "sidekik"},
@@ -653,7 +653,7 @@ def test_bad_dependencies(dependencies: str, fragments: list[str]) -> None:
     "metadata",
     [
         pytest.param({"url": SECRET_URL, "format": "rq"}, id="missing queue"),
-        pytest.param({"url": SECRET_URL, "queue": "q", "format": "celery"}, id="planned format"),
+        pytest.param({"url": SECRET_URL, "queue": "q", "format": "stream"}, id="no consumer group"),
         pytest.param({"url": SECRET_URL, "queue": "q", "broker": "rabbitmq"}, id="mismatch"),
         pytest.param({"url": SECRET_URL, "queue": "q", "broker": "kafka"}, id="bad broker"),
         pytest.param({"url": SECRET_URL, "urlFromEnv": SECRET_URL, "queue": "q"}, id="both"),
