@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from brokers.base import Precision
 from scaler.signals import QueueSignals
@@ -17,6 +17,9 @@ from scaler.spec import Metric, TriggerSpec
 UNBOUNDED_SECONDS = 1e6
 #: weight of a new observation when learning per-worker throughput
 LEARNING_RATE = 0.3
+#: while arrivals are only a lower bound, scale in by at most this share (and one worker) per
+#: rateWindow: a lower bound must not pass for the rate, but must not pin the fleet up forever
+LOWER_BOUND_STEP_DOWN = 0.1
 
 
 class Reason(enum.StrEnum):
@@ -28,6 +31,8 @@ class Reason(enum.StrEnum):
     LEARNING_THROUGHPUT = "learning throughput"
     CLAMPED = "clamped"
     DEPTH_UNKNOWN = "depth unknown"
+    #: arrivals are a lower bound, so scale-in goes one step per rateWindow
+    SCALING_IN_SLOWLY = "scaling in slowly: arrivals are a lower bound"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +41,11 @@ class PolicyState:
 
     #: jobs per second one worker completes, learned from saturated workers
     learned_throughput: float | None = None
+    #: the sample time the throughput was last learned from
+    learned_at: float | None = None
+    #: the previous answer, and when it last stepped down while arrivals were a lower bound
+    last_desired: int | None = None
+    last_step_down: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +74,6 @@ def decide(
     signals: QueueSignals, spec: TriggerSpec, now: float, state: PolicyState
 ) -> tuple[Decision, PolicyState]:
     """How many workers ``spec``'s queue needs now, and why."""
-    del now  # the signals carry their own time; kept for callers that replay history
     state = _learn(signals, spec, state)
     throughput = spec.worker_throughput or state.learned_throughput
     needed, reason = _needed(signals, spec, throughput)
@@ -78,10 +87,12 @@ def decide(
     if (signals.depth or signals.in_flight) and desired < 1:
         desired = 1
         reason = reason if reason is not Reason.IDLE else Reason.KEEPING_UP
+    desired, reason, state = _scale_in_on_lower_bounds(signals, spec, now, state, desired, reason)
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
     if desired == 0:
         reason = Reason.IDLE
+    state = replace(state, last_desired=desired)
 
     decision = Decision(
         desired_workers=desired,
@@ -96,6 +107,30 @@ def decide(
     return decision, state
 
 
+def _scale_in_on_lower_bounds(
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    now: float,
+    state: PolicyState,
+    desired: int,
+    reason: Reason,
+) -> tuple[int, Reason, PolicyState]:
+    """Never scale in on an arrival rate that is only a lower bound (jobs came and went between
+    samples, unseen): step down gently instead, so a real backlog shows before it hurts. Where
+    in-flight jobs are observed and none run and none wait, the queue is plainly idle."""
+    last = state.last_desired
+    if last is None or desired >= last:
+        return desired, reason, state
+    if signals.arrival_rate.precision is not Precision.LOWER_BOUND:
+        return desired, reason, state
+    if signals.depth == 0 and signals.in_flight == 0:
+        return desired, reason, state
+    if state.last_step_down is not None and now - state.last_step_down < spec.rate_window:
+        return last, Reason.SCALING_IN_SLOWLY, state
+    step = max(1, math.floor(last * LOWER_BOUND_STEP_DOWN))
+    return max(desired, last - step), Reason.SCALING_IN_SLOWLY, replace(state, last_step_down=now)
+
+
 def _learn(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> PolicyState:
     """Per-worker throughput from observed workers while they are saturated (jobs wait)."""
     rate = signals.completion_rate
@@ -104,10 +139,12 @@ def _learn(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> Poli
         return state
     if rate.precision is not Precision.EXACT or signals.consumers is None:
         return state
+    if state.learned_at is not None and signals.observed_at <= state.learned_at:
+        return state  # this sample was learned from already (IsActive follows GetMetrics)
     observed = rate.value / signals.consumers
     learned = state.learned_throughput
     blended = observed if learned is None else learned + LEARNING_RATE * (observed - learned)
-    return PolicyState(learned_throughput=blended)
+    return replace(state, learned_throughput=blended, learned_at=signals.observed_at)
 
 
 def _needed(

@@ -29,7 +29,7 @@ async def probe(
         history = await sampler.history(first_timeout=1.0)
     finally:
         await samplers.aclose()
-    signals = compute_signals(history, spec.rate_window)
+    signals = compute_signals(history, spec.rate_window, sampler.arrivals)
     state = PolicyState()
     for end in range(2, len(history) + 1):  # replay, so learned throughput is what a server has
         _, state = decide(compute_signals(history[:end], spec.rate_window), spec, 0.0, state)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from brokers.base import QueueAdapter, QueueSnapshot
+from scaler.arrival_history import ArrivalHistory
 from scaler.errors import BrokerUnavailable, SampleStale, ScalerError, Unavailable
 from scaler.metrics import Metrics
 from scaler.spec import QueueSource, TriggerSpec
@@ -54,6 +55,8 @@ class Sampler:
         self._adapter = adapter
         self._metrics = metrics
         self._history: collections.deque[QueueSnapshot] = collections.deque()
+        #: the longer history of arrivals that estimates ages where jobs carry no timestamp
+        self.arrivals = ArrivalHistory()
         self._last_success = 0.0  # monotonic time of the newest snapshot
         self._last_asked = time.monotonic()
         self._watchers = 0
@@ -149,6 +152,8 @@ class Sampler:
         else:
             self._history.append(snapshot)
             self._trim()
+            if snapshot.arrivals_total is not None:
+                self.arrivals.add(snapshot.observed_at, snapshot.arrivals_total)
             self._last_success = time.monotonic()
             self.last_error = None
             self._first.set()

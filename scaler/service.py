@@ -194,7 +194,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         """Signals and decision for one trigger, from the cached snapshots."""
         sampler = self._samplers.get(spec)
         history = await sampler.history(self._first_sample_timeout)
-        signals = compute_signals(history, spec.rate_window)
+        signals = compute_signals(history, spec.rate_window, sampler.arrivals)
         key = (ref.namespace, ref.name, spec)
         decision, self._states[key] = decide(
             signals, spec, signals.observed_at, self._states.get(key, PolicyState())

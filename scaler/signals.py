@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from brokers.base import Precision, QueueSnapshot
+from scaler.arrival_history import ArrivalHistory
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,30 +40,41 @@ class QueueSignals:
     rate_span: float
 
 
-def compute_signals(history: Sequence[QueueSnapshot], window: float) -> QueueSignals:
-    """Signals as of the newest snapshot in ``history`` (oldest first), rates over ``window``."""
+def compute_signals(
+    history: Sequence[QueueSnapshot], window: float, arrivals: ArrivalHistory | None = None
+) -> QueueSignals:
+    """Signals as of the newest snapshot in ``history`` (oldest first), rates over ``window``.
+
+    ``arrivals``, the queue's longer arrival history, estimates the oldest age where the
+    snapshot has no enqueue time.
+    """
     latest = history[-1]
-    arrivals, completions, span = _rates(history, window)
+    arrival_rate, completion_rate, span = _rates(history, window)
     return QueueSignals(
         observed_at=latest.observed_at,
         depth=latest.depth,
         in_flight=latest.in_flight,
         consumers=latest.consumers,
-        oldest_age=_oldest_age(latest),
-        arrival_rate=arrivals,
-        completion_rate=completions,
-        time_to_drain=_time_to_drain(latest.depth, arrivals, completions),
+        oldest_age=_oldest_age(latest, arrivals),
+        arrival_rate=arrival_rate,
+        completion_rate=completion_rate,
+        time_to_drain=_time_to_drain(latest.depth, arrival_rate, completion_rate),
         rate_span=span,
     )
 
 
-def _oldest_age(snapshot: QueueSnapshot) -> Figure:
+def _oldest_age(snapshot: QueueSnapshot, arrivals: ArrivalHistory | None) -> Figure:
     if snapshot.depth == 0:
         return Figure(0.0, Precision.EXACT, "empty")
-    if snapshot.oldest_enqueued_at is None:
-        return Figure.unknown(snapshot.oldest_source)
-    age = max(0.0, snapshot.observed_at - snapshot.oldest_enqueued_at)
-    return Figure(age, snapshot.oldest_precision, snapshot.oldest_source)
+    if snapshot.oldest_enqueued_at is not None:
+        age = max(0.0, snapshot.observed_at - snapshot.oldest_enqueued_at)
+        return Figure(age, snapshot.oldest_precision, snapshot.oldest_source)
+    if arrivals is not None and snapshot.depth is not None and snapshot.arrivals_total is not None:
+        estimate = arrivals.enqueue_time(snapshot.arrivals_total, snapshot.depth)
+        if estimate is not None:
+            age = max(0.0, snapshot.observed_at - estimate.enqueued_at)
+            return Figure(age, estimate.precision, "arrival-history")
+    return Figure.unknown(snapshot.oldest_source)
 
 
 def _rates(history: Sequence[QueueSnapshot], window: float) -> tuple[Figure, Figure, float]:

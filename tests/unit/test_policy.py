@@ -569,3 +569,69 @@ def test_unknown_depth_is_not_idle() -> None:
     decision, _ = run(spec, signals_of(depth=None, in_flight=None, consumers=3, arrivals=2.0))
     assert decision.reason is not Reason.IDLE
     assert decision.metric_value != 0.0
+
+
+# --- learning once per sample, and scale-in on lower-bound arrivals ------------------------------
+
+
+def test_a_sample_is_learned_from_once() -> None:
+    """GetMetrics and IsActive both decide on the same sample: the second must not learn again."""
+    spec = spec_of()
+    first = signals_of(depth=100, consumers=4, arrivals=10.0, completions=12.0)
+    _, state = run(spec, first, PolicyState(learned_throughput=2.0))
+    _, again = run(spec, first, state)
+    assert again.learned_throughput == state.learned_throughput
+
+
+def lower_bound_signals(depth: int, in_flight: int | None = None) -> QueueSignals:
+    return signals_of(
+        depth=depth,
+        in_flight=in_flight,
+        arrivals=1.0,
+        completions=1.0,
+        rate_precision=Precision.LOWER_BOUND,
+    )
+
+
+def test_lower_bound_arrivals_scale_in_one_step_per_rate_window() -> None:
+    spec = spec_of(workerThroughput="1", rateWindow="60s")
+    state = PolicyState(last_desired=20)
+    decision, state = decide(lower_bound_signals(depth=1), spec, NOW, state)
+    # the lower bound asks for 2 workers; the fleet steps down by 10% (2 workers) instead
+    assert decision.desired_workers == 18
+    assert decision.reason is Reason.SCALING_IN_SLOWLY
+    held, state = decide(lower_bound_signals(depth=1), spec, NOW + 30, state)
+    assert held.desired_workers == 18  # within the same rateWindow: hold
+    stepped, state = decide(lower_bound_signals(depth=1), spec, NOW + 61, state)
+    assert stepped.desired_workers == 17  # floor(10% of 18) = 1
+
+
+def test_small_fleets_step_down_one_worker() -> None:
+    spec = spec_of(workerThroughput="1")
+    decision, _ = decide(lower_bound_signals(depth=1), spec, NOW, PolicyState(last_desired=5))
+    assert decision.desired_workers == 4
+
+
+def test_exact_arrivals_scale_in_at_once() -> None:
+    spec = spec_of(workerThroughput="1")
+    exact = signals_of(depth=1, arrivals=1.0, completions=1.0)
+    decision, _ = decide(exact, spec, NOW, PolicyState(last_desired=20))
+    assert decision.desired_workers == 2
+    assert decision.reason is Reason.KEEPING_UP
+
+
+def test_observed_idle_queue_scales_in_at_once_despite_lower_bounds() -> None:
+    spec = spec_of(workerThroughput="1")
+    idle = signals_of(
+        depth=0, in_flight=0, arrivals=0.0, completions=0.0, rate_precision=Precision.LOWER_BOUND
+    )
+    decision, _ = decide(idle, spec, NOW, PolicyState(last_desired=20))
+    assert decision.desired_workers == 0
+    assert decision.reason is Reason.IDLE
+
+
+def test_lower_bound_arrivals_never_block_scale_up() -> None:
+    spec = spec_of(workerThroughput="1")
+    decision, state = decide(lower_bound_signals(depth=600), spec, NOW, PolicyState(last_desired=3))
+    assert decision.desired_workers == 11  # 1/s + 600/60 s
+    assert state.last_desired == 11
