@@ -83,10 +83,17 @@ class Metrics:
             (*TRIGGER_LABELS, "reason"),
             registry=r,
         )
+        self.precision = Gauge(
+            f"{PREFIX}_signal_precision",
+            "1 for how precise each signal of the trigger is, and where it comes from",
+            (*TRIGGER_LABELS, "signal", "precision", "source"),
+            registry=r,
+        )
         self.rpc_errors = Counter(
             f"{PREFIX}_rpc_errors", "RPCs answered with an error", ("method", "code"), registry=r
         )
         self._reasons: dict[tuple[str, ...], str] = {}
+        self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
         self._lock = threading.Lock()
 
     # -- per queue ----------------------------------------------------------------------------
@@ -138,6 +145,18 @@ class Metrics:
             if previous is not None and previous != reason:
                 self.decision.remove(*labels, previous)
             self._reasons[labels] = reason
+            for signal, figure in (
+                ("age", signals.oldest_age),
+                ("arrival_rate", signals.arrival_rate),
+                ("completion_rate", signals.completion_rate),
+                ("time_to_drain", signals.time_to_drain),
+            ):
+                key, now = (*labels, signal), (figure.precision.value, figure.source)
+                before = self._precisions.get(key)
+                if before is not None and before != now:
+                    self.precision.remove(*key, *before)
+                self._precisions[key] = now
+                self.precision.labels(*key, *now).set(1)
         self.decision.labels(*labels, reason).set(1)
 
     def record_rpc_error(self, method: str, code: str) -> None:

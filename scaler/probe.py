@@ -46,7 +46,7 @@ def _number(value: float | None) -> float | None:
 
 def _figure(report: dict[str, Any], name: str, figure: Figure) -> None:
     report[name] = _number(figure.value)
-    base = name.removesuffix("_seconds").removesuffix("_rate")
+    base = name.removesuffix("_seconds")
     report[f"{base}_precision"] = figure.precision.value
     report[f"{base}_source"] = figure.source or None
     if figure.value is not None and math.isinf(figure.value):

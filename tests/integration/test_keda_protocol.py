@@ -387,6 +387,12 @@ async def test_metrics_endpoint_exports_queue_and_decision(
     reason = tuple(sorted((*trigger, ("reason", "clamped by db"))))
     assert samples["queue_age_scaler_decision", reason] == 1.0
     assert samples["queue_age_scaler_samples_total", queue] >= 1
+    age_precision = tuple(
+        sorted(
+            (*trigger, ("signal", "age"), ("precision", "exact"), ("source", "payload:enqueued_at"))
+        )
+    )
+    assert samples["queue_age_scaler_signal_precision", age_precision] == 1.0
     assert samples["queue_age_scaler_queue_oldest_age_seconds", queue] == pytest.approx(
         50.0, abs=1.5
     )

@@ -92,7 +92,10 @@ async def test_probe_reports_rates_within_15_percent(redis_url: str) -> None:
     assert report.keys() >= REQUIRED_KEYS
     assert report["arrival_rate"] == pytest.approx(40.0, rel=0.15)
     assert report["completion_rate"] == pytest.approx(60.0, rel=0.15)
-    assert report["arrival_precision"] == "exact"
+    assert report["arrival_rate_precision"] == "exact"
+    assert report["completion_rate_precision"] == "exact"
+    assert report["arrival_rate_source"] == "list-marker"
+    assert report["age_source"] == "payload:enqueued_at"
     assert report["age_precision"] == "exact"
     assert report["oldest_age_seconds"] == pytest.approx(40.0 + 5.3, abs=1.5)
     # 40/s arriving at 5/s per worker needs 8, plus the backlog: depth / 60 s / 5
