@@ -96,24 +96,78 @@ def list_stamp(raw: Raw, now: float, path: str | None, unit: str) -> Stamp:
     job = _json_object(raw)
     if isinstance(job, str):
         return Stamp(None, path, job)
-    value: object = job
-    for part in path.split("."):
-        if not isinstance(value, dict) or value.get(part) is None:
-            return Stamp(None, path, MISSING_FIELD)
-        value = value[part]
+    value = _at_path(job, path)
+    if value is None:
+        return Stamp(None, path, MISSING_FIELD)
     return _from_value(value, path, unit, now)
 
 
+def resque_stamp(raw: Raw, now: float) -> Stamp:
+    """A Resque job JSON (``{"class", "args"}``): ``timestamp`` in s, where a producer adds it.
+
+    Judoscale's Resque extension sets ``item["timestamp"] = Time.now.utc.to_f``; plain Resque
+    stores no time, so a missing field is unknown without a warning.
+    """
+    job = _json_object(raw)
+    if isinstance(job, str):
+        return Stamp(None, warning=job)
+    value = job.get("timestamp")
+    if value is None:
+        return Stamp(None)
+    return _from_value(value, "timestamp", "auto", now)
+
+
+#: where producers put a Celery message's publish time, when they do: Judoscale's
+#: ``before_task_publish`` handler sets ``properties["published_at"] = time.time()``
+CELERY_FIELDS = ("properties.published_at", "headers.published_at")
+
+
+def celery_stamp(raw: Raw, now: float, path: str | None = None, unit: str = "auto") -> Stamp:
+    """A kombu message envelope (JSON): its publish time, where a producer adds one.
+
+    Celery's protocol 2 carries no publish time, so without ``path`` the first of
+    :data:`CELERY_FIELDS` present is read, and none present is unknown without a warning. A
+    ``path`` (``headers.run_at``, say: HireFire's macro, ISO) is read as :func:`list_stamp` does.
+    """
+    if path is not None:
+        return list_stamp(raw, now, path, unit)
+    envelope = _json_object(raw)
+    if isinstance(envelope, str):
+        return Stamp(None, warning=envelope)
+    for field in CELERY_FIELDS:
+        value = _at_path(envelope, field)
+        if value is not None:
+            return _from_value(value, field, unit, now)
+    return Stamp(None)
+
+
+def no_stamp(raw: Raw, now: float) -> Stamp:
+    """Formats whose jobs carry no enqueue time (Huey's pickled messages): always unknown."""
+    return Stamp(None)
+
+
 def stamp_reader(format_name: str, path: str | None = None, unit: str = "auto") -> StampReader:
-    """The reader for one format; ``path`` and ``unit`` apply to format ``list`` only."""
+    """The reader for one format; ``path`` and ``unit`` apply to formats ``list`` and ``celery``."""
     readers: dict[str, StampReader] = {
         "sidekiq": sidekiq_stamp,
         "rq": rq_stamp,
         "bullmq": bullmq_stamp,
         "dramatiq": dramatiq_stamp,
+        "celery": lambda raw, now: celery_stamp(raw, now, path, unit),
+        "resque": resque_stamp,
+        "huey": no_stamp,
         "list": lambda raw, now: list_stamp(raw, now, path, unit),
     }
     return readers[format_name]
+
+
+def _at_path(value: object, path: str) -> object | None:
+    """The value at the dotted ``path`` in nested JSON objects; None when absent or null."""
+    for part in path.split("."):
+        if not isinstance(value, dict) or value.get(part) is None:
+            return None
+        value = value[part]
+    return value
 
 
 def _from_value(value: object, name: str, unit: str, now: float) -> Stamp:

@@ -17,8 +17,11 @@ from brokers.payloads import (
     Raw,
     Stamp,
     bullmq_stamp,
+    celery_stamp,
     dramatiq_stamp,
     list_stamp,
+    no_stamp,
+    resque_stamp,
     rq_stamp,
     sidekiq_stamp,
     stamp_reader,
@@ -240,3 +243,139 @@ def test_skew_limit_is_five_minutes() -> None:
 
 def test_exactly_now_is_age_zero_without_warning() -> None:
     assert bullmq_stamp(str(NOW * 1000), NOW) == Stamp(NOW, "timestamp")
+
+
+# --- Resque -------------------------------------------------------------------------------------
+
+
+def resque_job(**fields: object) -> str:
+    return json.dumps({"class": "ResizeImage", "args": [42, "large"], **fields})
+
+
+@pytest.mark.parametrize(
+    "value", [T, int(T * 1000), T_ISO], ids=["float s (Judoscale)", "int ms", "iso"]
+)
+def test_resque_timestamp(value: object) -> None:
+    stamp = resque_stamp(resque_job(timestamp=value), NOW)
+    assert stamp.field == "timestamp" and stamp.warning is None
+    assert stamp.enqueued_at == pytest.approx(T, abs=1e-3)
+
+
+@pytest.mark.parametrize("raw", [resque_job(), resque_job(timestamp=None)], ids=["absent", "null"])
+def test_resque_without_timestamp_is_unknown_without_a_warning(raw: str) -> None:
+    assert resque_stamp(raw, NOW) == Stamp(None)
+
+
+RESQUE_BAD: list[tuple[str, Raw, Stamp]] = [
+    ("not json", b"ResizeImage(42)", Stamp(None, warning=NOT_JSON)),
+    ("json list", b'["ResizeImage", 42]', Stamp(None, warning=BAD_TYPE)),
+    ("word", resque_job(timestamp="yesterday"), Stamp(None, "timestamp", UNPARSEABLE)),
+    ("bool", resque_job(timestamp=True), Stamp(None, "timestamp", BAD_TYPE)),
+    ("object", resque_job(timestamp={"s": T}), Stamp(None, "timestamp", BAD_TYPE)),
+    ("1999", resque_job(timestamp=915_148_800.0), Stamp(None, "timestamp", ABSURD)),
+    ("an hour ahead", resque_job(timestamp=NOW + 3600), Stamp(None, "timestamp", ABSURD)),
+    ("a minute ahead", resque_job(timestamp=NOW + 60), Stamp(NOW, "timestamp", FUTURE)),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [(r, e) for _, r, e in RESQUE_BAD], ids=[n for n, _, _ in RESQUE_BAD]
+)
+def test_resque_bad_timestamp_warns(raw: Raw, expected: Stamp) -> None:
+    assert stamp_reader("resque")(raw, NOW) == expected
+
+
+# --- Celery (kombu envelope) --------------------------------------------------------------------
+
+
+def celery_envelope(
+    headers: dict[str, object] | None = None, properties: dict[str, object] | None = None
+) -> bytes:
+    """A message as kombu's Redis transport stores it for Celery's protocol 2."""
+    envelope = {
+        "body": "W1s3XSwge30sIHsiY2FsbGJhY2tzIjogbnVsbH1d",
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {
+            "lang": "py",
+            "task": "reports.render",
+            "id": "19a00237-c984-4ae5-80cf-80a5ec266f7f",
+            "eta": None,
+            "retries": 0,
+            **(headers or {}),
+        },
+        "properties": {
+            "correlation_id": "19a00237-c984-4ae5-80cf-80a5ec266f7f",
+            "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": "reports"},
+            "priority": 0,
+            "body_encoding": "base64",
+            "delivery_tag": "4af55f59-e66c-47e6-a326-f2081a66dd00",
+            **(properties or {}),
+        },
+    }
+    return json.dumps(envelope).encode()
+
+
+def test_celery_without_publish_time_is_unknown_without_a_warning() -> None:
+    assert celery_stamp(celery_envelope(), NOW) == Stamp(None)
+    assert stamp_reader("celery")(celery_envelope(), NOW) == Stamp(None)
+
+
+def test_celery_published_at_in_properties_then_headers() -> None:
+    both = celery_envelope({"published_at": T - 5}, {"published_at": T})
+    assert celery_stamp(both, NOW) == Stamp(T, "properties.published_at")
+    in_headers = celery_envelope({"published_at": T})
+    assert celery_stamp(in_headers, NOW) == Stamp(T, "headers.published_at")
+
+
+def test_celery_timestamp_field_and_unit() -> None:
+    run_at = celery_envelope({"run_at": T_ISO, "published_at": T - 5})
+    reader = stamp_reader("celery", "headers.run_at", "iso")
+    stamp = reader(run_at, NOW)
+    assert stamp.field == "headers.run_at" and stamp.warning is None
+    assert stamp.enqueued_at == pytest.approx(T, abs=1e-3)
+    millis = celery_envelope(properties={"published_at": int(T * 1000)})
+    assert celery_stamp(millis, NOW, unit="ms") == Stamp(T, "properties.published_at")
+    assert celery_stamp(millis, NOW) == Stamp(T, "properties.published_at")  # auto
+
+
+CELERY_BAD: list[tuple[str, Raw, str | None, Stamp]] = [
+    ("not json", b"\x80\x05pickled", None, Stamp(None, warning=NOT_JSON)),
+    (
+        "published_at a word",
+        celery_envelope(properties={"published_at": "soon"}),
+        None,
+        Stamp(None, "properties.published_at", UNPARSEABLE),
+    ),
+    (
+        "published_at an hour ahead",
+        celery_envelope(properties={"published_at": NOW + 3600}),
+        None,
+        Stamp(None, "properties.published_at", ABSURD),
+    ),
+    (
+        "timestampField missing",
+        celery_envelope(),
+        "headers.run_at",
+        Stamp(None, "headers.run_at", MISSING_FIELD),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "path", "expected"),
+    [(r, p, e) for _, r, p, e in CELERY_BAD],
+    ids=[n for n, *_ in CELERY_BAD],
+)
+def test_celery_bad_envelopes_warn(raw: Raw, path: str | None, expected: Stamp) -> None:
+    assert stamp_reader("celery", path)(raw, NOW) == expected
+
+
+# --- Huey ---------------------------------------------------------------------------------------
+
+
+def test_huey_messages_carry_no_time() -> None:
+    pickled = b"\x80\x05\x95\x1f\x00\x00\x00huey.registry.Message"
+    assert no_stamp(pickled, NOW) == Stamp(None)
+    assert stamp_reader("huey")(pickled, NOW) == Stamp(None)
