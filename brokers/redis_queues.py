@@ -1,4 +1,4 @@
-"""Queues kept in Redis lists (Sidekiq, RQ, BullMQ, Dramatiq, plain lists) -> QueueSnapshot.
+"""Queues kept in Redis lists (Sidekiq, RQ, BullMQ, Dramatiq, Resque, Huey, lists) -> QueueSnapshot.
 
 One sample is one MULTI/EXEC round trip: the list's length, its oldest and newest elements, the
 position of the previous marker (``brokers.list_marker``) and the format's other counts. Formats
@@ -17,12 +17,24 @@ Key names and list ends, as the installed libraries write them (``P`` is the key
   pause; now pausing sets ``paused`` in hash ``P:<q>:meta`` and jobs stay in ``wait``).
 - dramatiq: list ``P:<q>`` of ids, RPUSH, oldest at the head; hash ``P:<q>.msgs`` id -> JSON
   message with ``message_timestamp``.
+- resque: list ``P:queue:<q>`` (redis-namespace ``resque``) of JSON ``{"class", "args"}``,
+  RPUSH (``push_to_queue`` in resque ``lib/resque/data_store.rb``), LPOP: oldest at the head.
+  No enqueue time unless a producer adds ``timestamp`` (s; Judoscale's Resque extension).
+- huey: list ``P.<name>`` (``huey.redis.<name>``: ``RedisStorage.queue_key`` in
+  ``huey/storage.py``) of pickled messages, LPUSH (``enqueue``), BRPOP (``dequeue``): oldest at
+  the tail; no enqueue time. ``<name>`` is the name given to ``RedisHuey(name)``, cleaned as
+  ``RedisStorage.clean_name`` does (only ``[A-Za-z0-9_]`` kept), so users write the name as in
+  their code (a Huey built with ``clean_name=False`` and other characters is not found).
 - list: key ``P<q>`` (prefix and queue joined as given), JSON payloads, ends as configured.
+
+Plain Resque jobs and Huey jobs carry no enqueue time: their age is left unknown here, and the
+scaler estimates it from the arrival history.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -97,9 +109,19 @@ def layout_for(source: QueueSource) -> Layout:
         case "dramatiq":
             messages = (_key(p, q) + ".msgs").encode()
             return Layout(_key(p, q), oldest_end, (), lambda id_: (messages, id_))
+        case "resque":
+            return Layout(_key(p, "queue", q), oldest_end)
+        case "huey":
+            name = huey_name(q)
+            return Layout(f"{p}.{name}" if p else name, oldest_end)
         case "list":
             return Layout(p + q, source.oldest_end)
     raise ValueError(f"format {source.format!r} is not a Redis list format")
+
+
+def huey_name(name: str) -> str:
+    """A Huey name as ``RedisStorage.clean_name`` (huey/storage.py) cleans it for its keys."""
+    return re.sub("[^A-Za-z0-9_]", "", name)
 
 
 def _key(prefix: str, *parts: str) -> str:

@@ -1,0 +1,221 @@
+"""The list adapter against a real Redis for Resque (raw payloads, as Ruby's Resque writes them)
+and Huey (jobs enqueued and taken by the real huey).
+
+Neither library stores an enqueue time, so the age stays unknown (the scaler estimates it from
+the arrival history), except for Resque payloads whose producer adds ``timestamp``. Each test
+uses names holding a fresh token and deletes every key holding the token afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+from huey import RedisHuey  # type: ignore[import-untyped]
+
+from brokers.base import Precision, QueueAdapter, QueueSnapshot
+from brokers.registry import open_adapter
+from scaler.spec import parse_metadata
+from tests.integration.steady import Steady, assert_counts_match, sample_steady_traffic
+
+pytestmark = pytest.mark.integration
+
+AGE_TOLERANCE = 1.0
+#: the oldest, middle and newest job, in seconds before now
+AGES = (30.0, 20.0, 10.0)
+
+
+@pytest.fixture
+def token() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+async def r(redis_url: str, token: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    keys = [key async for key in client.scan_iter(match=f"*{token}*", count=1000)]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+@pytest.fixture
+def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def open_queue(redis_url: str) -> AsyncIterator[Callable[..., QueueAdapter]]:
+    """Opens adapters the way the scaler does (trigger metadata -> source -> registry)."""
+    adapters: list[QueueAdapter] = []
+
+    def open_(format_name: str, queue: str, **layout: str) -> QueueAdapter:
+        metadata = {"url": redis_url, "queue": queue, "format": format_name, **layout}
+        adapter = open_adapter(parse_metadata({**metadata, "workerThroughput": "1"}).source)
+        adapters.append(adapter)
+        return adapter
+
+    yield open_
+    for adapter in adapters:
+        await adapter.aclose()
+
+
+def assert_unknown_age(snapshot: QueueSnapshot) -> None:
+    assert snapshot.oldest_enqueued_at is None
+    assert snapshot.oldest_precision is Precision.UNKNOWN
+    assert snapshot.warnings == ()
+
+
+# --- Resque -------------------------------------------------------------------------------------
+
+_job_ids = itertools.count()
+
+
+def resque_job(seconds_ago: float | None = None, **fields: object) -> str:
+    """A job as ``Resque.push`` encodes it; ``seconds_ago`` adds Judoscale's ``timestamp``."""
+    job: dict[str, object] = {"class": "ResizeImage", "args": [next(_job_ids), "large"]}
+    if seconds_ago is not None:
+        job["timestamp"] = time.time() - seconds_ago
+    return json.dumps({**job, **fields})
+
+
+async def test_resque_depth_and_unknown_age(
+    r: aioredis.Redis, token: str, open_queue: Callable[..., QueueAdapter]
+) -> None:
+    queue = f"images-{token}"
+    await r.rpush(f"resque:queue:{queue}", *(resque_job() for _ in range(3)))
+    snapshot = await open_queue("resque", queue).sample()
+    assert snapshot.depth == 3
+    assert snapshot.in_flight is None and snapshot.consumers is None
+    assert_unknown_age(snapshot)  # no timestamp: unknown, never 0, and no warning
+
+
+async def test_resque_timestamp_gives_the_exact_age_of_the_job_at_the_head(
+    r: aioredis.Redis, token: str, open_queue: Callable[..., QueueAdapter]
+) -> None:
+    queue = f"images-{token}"
+    for seconds_ago in AGES:  # RPUSH, oldest first, as Resque.push does
+        await r.rpush(f"resque:queue:{queue}", resque_job(seconds_ago))
+    snapshot = await open_queue("resque", queue).sample()
+    assert snapshot.depth == 3
+    assert snapshot.oldest_enqueued_at is not None
+    assert snapshot.observed_at - snapshot.oldest_enqueued_at == pytest.approx(
+        AGES[0], abs=AGE_TOLERANCE
+    )
+    assert snapshot.oldest_precision is Precision.EXACT
+    assert snapshot.oldest_source == "payload:timestamp"
+    assert snapshot.warnings == ()
+
+
+async def test_resque_namespace_as_key_prefix_and_a_bad_timestamp(
+    r: aioredis.Redis, token: str, open_queue: Callable[..., QueueAdapter]
+) -> None:
+    queue = f"images-{token}"
+    await r.rpush(f"myapp:queue:{queue}", resque_job(timestamp="yesterday"), resque_job(5))
+    await r.rpush(f"resque:queue:{queue}", resque_job(99))  # the default namespace: ignored
+    snapshot = await open_queue("resque", queue, keyPrefix="myapp").sample()
+    assert snapshot.depth == 2
+    assert snapshot.oldest_enqueued_at is None
+    assert snapshot.warnings == ("unparseable_timestamp",)
+
+
+async def test_resque_steady_traffic_counts_are_exact(
+    r: aioredis.Redis,
+    sync_redis: redis.Redis,
+    token: str,
+    open_queue: Callable[..., QueueAdapter],
+) -> None:
+    queue = f"images-{token}"
+    key = f"resque:queue:{queue}"
+    await r.rpush(key, *(resque_job() for _ in range(100)))
+
+    def push() -> bool:
+        sync_redis.rpush(key, resque_job())
+        return True
+
+    def pop() -> bool:
+        return sync_redis.lpop(key) is not None
+
+    producer, consumer = Steady(60, push), Steady(40, pop)
+    first, snapshots, last = await sample_steady_traffic(
+        open_queue("resque", queue), producer, consumer
+    )
+    assert_counts_match(first, snapshots, last, producer.done, consumer.done)
+    assert last.depth == 100 + producer.done - consumer.done
+    assert_unknown_age(last)
+
+
+# --- Huey ---------------------------------------------------------------------------------------
+
+
+def resize(size: int) -> int:
+    """The task of the Huey tests (never run: the tests enqueue and take jobs only)."""
+    return size
+
+
+@pytest.fixture
+def huey_app(redis_url: str, r: aioredis.Redis) -> Iterator[Callable[[str], tuple[Any, Any]]]:
+    """A ``RedisHuey(name)`` on the test Redis and its ``resize`` task."""
+    hueys: list[Any] = []
+
+    def open_(name: str) -> tuple[Any, Any]:
+        huey = RedisHuey(name, url=redis_url, results=False)
+        hueys.append(huey)
+        return huey, huey.task(name=f"resize_{name}")(resize)
+
+    yield open_
+    for huey in hueys:
+        huey.storage.pool.disconnect()
+
+
+async def test_huey_depth_and_unknown_age(
+    huey_app: Callable[[str], tuple[Any, Any]],
+    r: aioredis.Redis,
+    token: str,
+    open_queue: Callable[..., QueueAdapter],
+) -> None:
+    name = f"my-app.{token}"  # huey keeps [A-Za-z0-9_] of it: huey.redis.myapp<token>
+    huey, task = huey_app(name)
+    for size in (1, 2, 3):
+        task(size)
+    assert await r.llen(f"huey.redis.myapp{token}") == 3
+
+    snapshot = await open_queue("huey", name).sample()  # the name as written in the code
+    assert snapshot.depth == huey.pending_count() == 3
+    assert snapshot.in_flight is None and snapshot.consumers is None
+    assert_unknown_age(snapshot)
+
+
+async def test_huey_steady_traffic_counts_are_exact(
+    huey_app: Callable[[str], tuple[Any, Any]], token: str, open_queue: Callable[..., QueueAdapter]
+) -> None:
+    name = f"steady_{token}"
+    huey, task = huey_app(name)
+    for size in range(100):
+        task(size)
+    sizes = itertools.count(100)
+
+    def enqueue() -> bool:
+        task(next(sizes))
+        return True
+
+    def dequeue() -> bool:
+        return huey.dequeue() is not None  # BRPOP, as the consumer takes jobs
+
+    producer, consumer = Steady(60, enqueue), Steady(40, dequeue)
+    first, snapshots, last = await sample_steady_traffic(
+        open_queue("huey", name), producer, consumer
+    )
+    assert_counts_match(first, snapshots, last, producer.done, consumer.done)
+    assert last.depth == huey.pending_count() == 100 + producer.done - consumer.done
+    assert_unknown_age(last)
