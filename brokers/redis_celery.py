@@ -1,0 +1,171 @@
+"""Celery queues on kombu's Redis transport -> QueueSnapshot.
+
+The layout (``brokers.kombu_layout``, with its sources in kombu 5.7): a queue is four lists, the
+bare name for priority step 0 and ``<q>\\x06\\x16<step>`` for steps 3, 6, 9, all under the key
+prefix (kombu's ``global_keyprefix``, prepended as is). kombu LPUSHes (``Channel._put``) and
+takes from the tail (``BRPOP`` in ``Channel._brpop_start``, ``RPOP`` in ``Channel._get``), so
+each list's push end is its head and its oldest message its tail (index -1).
+
+One sample is one MULTI/EXEC round trip: for each list ``LLEN``, the oldest and the newest
+element and ``LPOS`` of the previous list marker; and ``HLEN`` of the ``unacked`` hash.
+
+- depth: the sum of the lists' lengths (as ``Channel._size`` counts).
+- arrivals and completions: one ``ListMarker`` per list, summed; exact only when every list's
+  interval is. A list empty at both ends of an interval may have seen jobs come and go, so a
+  queue whose priority lists stay empty (no producer sets a priority) has lower-bound counts.
+- oldest: Celery's protocol 2 carries no publish time, so it is unknown unless producers add
+  one (``brokers.payloads.celery_stamp``: ``properties.published_at`` as Judoscale's
+  ``before_task_publish`` handler sets it, ``headers.published_at``, or ``timestampField``).
+  The oldest of the lists' tails, exact only when every non-empty list's tail has a time: one
+  without a time may be older, and a lower bound must not pass for exact.
+- in flight: messages delivered and not yet acked, which kombu keeps in the hash ``unacked``
+  (one per Redis db and key prefix, not per queue; a worker's prefetched messages and the ETA
+  and countdown tasks it holds are there too, as kombu cannot tell them from running ones). Its
+  values name the exchange and routing key, not the queue: each is routed as kombu routes it
+  (``kombu_layout.routes_to``). Up to :data:`MAX_UNACKED_READ` entries a second round trip
+  reads them (``HGETALL``), and a third the binding sets of any named exchanges among them;
+  above that the count is unknown.
+- consumers: unknown; kombu's Redis transport keeps no registry of them.
+
+kombu's defaults are assumed for the transport options ``priority_steps``, ``sep`` and
+``unacked_key``: no trigger metadata key sets them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from brokers.base import Precision, QueueSnapshot
+from brokers.formats import End
+from brokers.kombu_layout import (
+    UNACKED,
+    Binding,
+    binding_key,
+    parse_binding,
+    parse_delivery,
+    priority_lists,
+    routes_to,
+)
+from brokers.list_marker import ListMarker, MarkerCounts, MarkerQuery
+from brokers.payloads import Stamp, stamp_reader
+from brokers.redis_connection import Command, RedisConnection
+from brokers.redis_queues import COUNTS_SOURCE
+from scaler.spec import QueueSource
+
+#: the most ``unacked`` entries read in one sample; above it, in flight is unknown
+MAX_UNACKED_READ = 10_000
+#: a warning kind: an ``unacked`` entry that is not kombu's ``[message, exchange, routing_key]``
+UNACKED_UNREADABLE = "unacked_unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class _ListSample:
+    length: int
+    oldest: bytes | None
+    counts: MarkerCounts
+
+
+class CeleryAdapter:
+    """Samples one Celery queue: its priority lists and its share of the ``unacked`` hash."""
+
+    broker = "redis"
+
+    def __init__(self, source: QueueSource) -> None:
+        self.queue = source.queue
+        self._prefix = source.key_prefix
+        self._lists = priority_lists(source.key_prefix, source.queue)
+        self._markers = tuple(ListMarker(End.HEAD) for _ in self._lists)
+        self._read_stamp = stamp_reader("celery", source.timestamp_field, source.timestamp_unit)
+        self._redis = RedisConnection(source)
+
+    async def sample(self) -> QueueSnapshot:
+        queries = [marker.query() for marker in self._markers]
+        commands: list[Command] = []
+        for key, query in zip(self._lists, queries, strict=True):
+            commands += [("LLEN", key), ("LINDEX", key, -1), ("LINDEX", key, 0)]
+            if query is not None:
+                commands.append(
+                    ("LPOS", key, query.marker, "RANK", query.rank, "MAXLEN", query.maxlen)
+                )
+        commands.append(("HLEN", self._prefix + UNACKED))
+        replies = iter(await self._redis.execute(commands, transaction=True))
+        observed_at = time.time()
+
+        lists = [
+            _observe(marker, query, replies)
+            for marker, query in zip(self._markers, queries, strict=True)
+        ]
+        unacked: int = next(replies)
+        tails = [sample.oldest for sample in lists if sample.oldest is not None]
+        oldest, stamp_warnings = self._oldest(tails, observed_at)
+        in_flight, unacked_warnings = await self._in_flight(unacked)
+        return QueueSnapshot(
+            observed_at=observed_at,
+            depth=sum(sample.length for sample in lists),
+            in_flight=in_flight,
+            oldest_enqueued_at=oldest.enqueued_at,
+            oldest_precision=_precision(oldest),
+            oldest_source=f"payload:{oldest.field}" if oldest.enqueued_at is not None else "",
+            arrivals_total=sum(sample.counts.arrivals_total for sample in lists),
+            completions_total=sum(sample.counts.completions_total for sample in lists),
+            counts_exact=all(sample.counts.exact for sample in lists),
+            counts_source=COUNTS_SOURCE,
+            consumers=None,
+            warnings=stamp_warnings + unacked_warnings,
+        )
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+    def _oldest(self, tails: Sequence[bytes], now: float) -> tuple[Stamp, tuple[str, ...]]:
+        """The earliest publish time of the lists' oldest messages, if every one has a time."""
+        stamps = [self._read_stamp(tail, now) for tail in tails]
+        warnings = tuple(dict.fromkeys(s.warning for s in stamps if s.warning is not None))
+        known = [(s.enqueued_at, s) for s in stamps if s.enqueued_at is not None]
+        if not known or len(known) < len(stamps):
+            return Stamp(None), warnings
+        return min(known, key=lambda pair: pair[0])[1], warnings
+
+    async def _in_flight(self, unacked: int) -> tuple[int | None, tuple[str, ...]]:
+        """How many of the ``unacked`` hash's entries (``unacked`` in all) are this queue's."""
+        if unacked == 0:
+            return 0, ()
+        if unacked > MAX_UNACKED_READ:
+            return None, ()
+        command: Command = ("HGETALL", self._prefix + UNACKED)
+        (entries,) = await self._redis.execute([command], transaction=False)
+        deliveries = [parse_delivery(value) for value in entries.values()]
+        known = [delivery for delivery in deliveries if delivery is not None]
+        if len(known) < len(deliveries):
+            return None, (UNACKED_UNREADABLE,)
+        bindings = await self._bindings(sorted({d.exchange for d in known if d.exchange}))
+        return sum(routes_to(d, self.queue, bindings.get(d.exchange, ())) for d in known), ()
+
+    async def _bindings(self, exchanges: Sequence[str]) -> dict[str, list[Binding]]:
+        """The binding sets of named exchanges (empty for none)."""
+        if not exchanges:
+            return {}
+        commands: list[Command] = [("SMEMBERS", binding_key(self._prefix, e)) for e in exchanges]
+        replies: list[Any] = await self._redis.execute(commands, transaction=False)
+        return {
+            exchange: [b for b in map(parse_binding, members) if b is not None]
+            for exchange, members in zip(exchanges, replies, strict=True)
+        }
+
+
+def _observe(marker: ListMarker, query: MarkerQuery | None, replies: Iterator[Any]) -> _ListSample:
+    """One list's replies (LLEN, oldest, newest, LPOS if asked), accounted by its marker."""
+    length, oldest, newest = next(replies), next(replies), next(replies)
+    marker_index = next(replies) if query is not None else None
+    return _ListSample(length, oldest, marker.observe(length, marker_index, newest))
+
+
+def _precision(stamp: Stamp) -> Precision:
+    if stamp.enqueued_at is None:
+        return Precision.UNKNOWN
+    if stamp.warning is not None:  # clamped clock skew
+        return Precision.ESTIMATE
+    return Precision.EXACT
