@@ -27,6 +27,7 @@ KEY_TYPES = {
     "LRANGE": "list",
     "ZCARD": "sorted set",
     "ZCOUNT": "sorted set",
+    "ZMSCORE": "sorted set",
     "ZRANGE": "sorted set",
     "ZRANGEBYSCORE": "sorted set",
     "SCARD": "set",
