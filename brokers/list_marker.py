@@ -13,6 +13,7 @@ length of the queue.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from brokers.formats import End
@@ -31,6 +32,10 @@ class MarkerQuery:
     marker: bytes
     rank: int
     maxlen: int
+
+    def command(self, key: str) -> tuple[str, str, bytes, str, int, str, int, str, int]:
+        """``LPOS`` for the two nearest copies: a second copy makes the marker ambiguous."""
+        return ("LPOS", key, self.marker, "RANK", self.rank, "COUNT", 2, "MAXLEN", self.maxlen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,8 @@ class ListMarker:
         self._marker: bytes | None = None
         self._length: int | None = None
         self._maxlen = MIN_MAXLEN
+        #: whether the list has held anything since tracking began
+        self.ever_used = False
 
     def query(self) -> MarkerQuery | None:
         """What to ask ``LPOS`` this sample; None when there is no marker to look for."""
@@ -59,16 +66,23 @@ class ListMarker:
             return None
         return MarkerQuery(self._marker, 1 if self.push_end is End.HEAD else -1, self._maxlen)
 
-    def observe(self, length: int, marker_index: int | None, newest: bytes | None) -> MarkerCounts:
+    def observe(
+        self, length: int, found: Sequence[int] | None, newest: bytes | None
+    ) -> MarkerCounts:
         """Account for one sample.
 
-        ``length`` is ``LLEN``; ``marker_index`` is ``LPOS``'s answer to :meth:`query` (an index
-        from the head; None when not found or not asked); ``newest`` is the element at the push
-        end (None when the list is empty). The first sample only sets the marker.
+        ``length`` is ``LLEN``; ``found`` is ``LPOS``'s answer to :meth:`MarkerQuery.command`
+        (indexes from the head, nearest the push end first; None when not asked); ``newest`` is
+        the element at the push end (None when the list is empty). The first sample only sets
+        the marker. Two copies of the marker (identical payloads) make the count a lower bound:
+        the nearer copy may be a newer job.
         """
         exact = True
         if self._length is not None:
+            marker_index = found[0] if found else None
             arrivals, exact = self._arrivals(length, marker_index)
+            if found is not None and len(found) > 1:
+                exact = False
             taken = self._length + arrivals - length
             if taken < 0:  # jobs came back at the oldest end (a requeue): not counted as taken
                 taken, exact = 0, False
@@ -77,6 +91,7 @@ class ListMarker:
             self._maxlen = max(MIN_MAXLEN, MAXLEN_GROWTH * arrivals)
         self._marker = newest if length > 0 else None
         self._length = length
+        self.ever_used = self.ever_used or length > 0
         return MarkerCounts(self.arrivals_total, self.completions_total, exact)
 
     def _arrivals(self, length: int, marker_index: int | None) -> tuple[int, bool]:

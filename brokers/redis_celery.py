@@ -87,9 +87,7 @@ class CeleryAdapter:
         for key, query in zip(self._lists, queries, strict=True):
             commands += [("LLEN", key), ("LINDEX", key, -1), ("LINDEX", key, 0)]
             if query is not None:
-                commands.append(
-                    ("LPOS", key, query.marker, "RANK", query.rank, "MAXLEN", query.maxlen)
-                )
+                commands.append(query.command(key))
         commands.append(("HLEN", self._prefix + UNACKED))
         replies = iter(await self._redis.execute(commands, transaction=True))
         observed_at = time.time()
@@ -111,7 +109,14 @@ class CeleryAdapter:
             oldest_source=f"payload:{oldest.field}" if oldest.enqueued_at is not None else "",
             arrivals_total=sum(sample.counts.arrivals_total for sample in lists),
             completions_total=sum(sample.counts.completions_total for sample in lists),
-            counts_exact=all(sample.counts.exact for sample in lists),
+            # a priority list that has never held a job is taken as unused, not as one where
+            # jobs came and went unseen: otherwise no Celery queue without priorities would
+            # ever have exact counts
+            counts_exact=all(
+                sample.counts.exact
+                for sample, marker in zip(lists, self._markers, strict=True)
+                if marker.ever_used
+            ),
             counts_source=COUNTS_SOURCE,
             consumers=None,
             warnings=stamp_warnings + unacked_warnings,

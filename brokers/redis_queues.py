@@ -154,9 +154,7 @@ class RedisQueueAdapter:
             ("LINDEX", layout.list_key, -1 - oldest_index),
         ]
         if query is not None:
-            commands.append(
-                ("LPOS", layout.list_key, query.marker, "RANK", query.rank, "MAXLEN", query.maxlen)
-            )
+            commands.append(query.command(layout.list_key))
         commands += [(count.command, count.key) for count in layout.counts]
         replies = await self._redis.execute(commands, transaction=True)
         observed_at = time.time()

@@ -40,15 +40,17 @@ class FakeList:
         else:
             self.items.appendleft(item)
 
-    def lpos(self, query: MarkerQuery) -> int | None:
+    def lpos(self, query: MarkerQuery) -> list[int]:
+        """LPOS ... RANK r COUNT 2 MAXLEN m, as Redis answers it."""
         indexes = range(len(self.items))
         order = indexes if query.rank > 0 else reversed(indexes)
+        found: list[int] = []
         for compared, index in enumerate(order):
-            if compared >= query.maxlen:
-                return None
+            if compared >= query.maxlen or len(found) == 2:
+                break
             if self.items[index] == query.marker:
-                return index
-        return None
+                found.append(index)
+        return found
 
     def sample(self, marker: ListMarker) -> MarkerCounts:
         query = marker.query()
@@ -170,3 +172,45 @@ def test_totals_never_decrease() -> None:
         assert counts.arrivals_total >= previous.arrivals_total
         assert counts.completions_total >= previous.completions_total
         previous = counts
+
+
+@pytest.mark.parametrize("push_end", [End.HEAD, End.TAIL])
+def test_a_duplicate_of_the_marker_makes_the_count_a_lower_bound(push_end: End) -> None:
+    queue, marker = FakeList(push_end), ListMarker(push_end)
+    queue.push(5)
+    queue.sample(marker)
+    newest = marker.query()
+    assert newest is not None
+    for _ in range(3):  # byte-identical jobs, as plain payloads often are
+        if push_end is End.HEAD:
+            queue.items.appendleft(newest.marker)
+        else:
+            queue.items.append(newest.marker)
+    counts = queue.sample(marker)
+    assert not counts.exact
+    assert counts.arrivals_total <= 3
+
+
+def test_lpos_command_asks_for_two_copies() -> None:
+    query = MarkerQuery(b"job", -1, 1000)
+    assert query.command("queue:q") == (
+        "LPOS",
+        "queue:q",
+        b"job",
+        "RANK",
+        -1,
+        "COUNT",
+        2,
+        "MAXLEN",
+        1000,
+    )
+
+
+def test_a_list_that_never_held_a_job_is_unused() -> None:
+    queue, marker = FakeList(End.HEAD), ListMarker(End.HEAD)
+    queue.sample(marker)
+    queue.sample(marker)
+    assert not marker.ever_used
+    queue.push(1)
+    queue.sample(marker)
+    assert marker.ever_used
