@@ -62,7 +62,7 @@ async def sample_steady_traffic(
     first = await adapter.sample()
     producer.start()
     consumer.start()
-    snapshots = []
+    snapshots: list[QueueSnapshot] = []
     while len(snapshots) < MAX_SAMPLES:
         await asyncio.sleep(0.5)
         snapshots.append(await adapter.sample())

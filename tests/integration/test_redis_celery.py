@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from celery import Celery  # type: ignore[import-untyped]
-from celery.signals import before_task_publish  # type: ignore[import-untyped]
+from celery import Celery
+from celery.signals import before_task_publish
 from kombu.entity import Exchange, Queue
 
 from brokers.base import Precision, QueueAdapter, QueueSnapshot

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio as aioredis
-from huey import RedisHuey  # type: ignore[import-untyped]
+from huey import RedisHuey
 
 from brokers.base import Precision, QueueAdapter, QueueSnapshot
 from brokers.registry import open_adapter
