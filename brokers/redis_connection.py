@@ -31,12 +31,17 @@ KEY_TYPES = {
     "ZRANGE": "sorted set",
     "ZRANGEBYSCORE": "sorted set",
     "SCARD": "set",
+    "SMEMBERS": "set",
     "HGET": "hash",
     "HLEN": "hash",
     "HGETALL": "hash",
     "XINFO": "stream",
     "XRANGE": "stream",
 }
+
+#: error replies that say the queue is not laid out as its format expects; they will not go away
+#: by trying again, unlike LOADING or BUSY
+MISCONFIGURED = ("WRONGTYPE", "NOGROUP")
 
 Command = tuple[str, str | bytes, *tuple[str | bytes | int | float, ...]]
 
@@ -99,15 +104,20 @@ class RedisConnection:
         except (RedisConnectionError, RedisTimeoutError, OSError, ResponseError) as exc:
             raise self._unavailable(exc) from exc
         for command, reply in zip(commands, replies, strict=True):
-            if isinstance(reply, ResponseError) and str(reply).startswith("WRONGTYPE"):
+            if isinstance(reply, ResponseError) and str(reply).startswith(MISCONFIGURED):
                 raise self._misconfigured(command, reply)
             if isinstance(reply, ResponseError):  # LOADING, BUSY, MASTERDOWN...: try again later
                 raise self._unavailable(reply)
         return replies
 
     def _misconfigured(self, command: Command, error: ResponseError) -> QueueMisconfigured:
-        name, key = command[0], command[1]
-        shown = key.decode(errors="replace") if isinstance(key, bytes) else key
+        name = command[0]
+        key = command[2] if name == "XINFO" and len(command) > 2 else command[1]  # XINFO STREAM key
+        shown = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+        if str(error).startswith("NOGROUP"):
+            return QueueMisconfigured(
+                f"{self._source.describe()}: {error}; create the group (XGROUP CREATE) or fix consumerGroup"
+            )
         expected = KEY_TYPES.get(name, "key of another type")
         return QueueMisconfigured(
             f"{self._source.describe()}: key {shown!r} is not a {expected} "

@@ -54,9 +54,10 @@ class Metrics:
         self.sample_errors = Counter(
             f"{PREFIX}_sample_errors", "Samples that failed", (*QUEUE_LABELS, "error"), registry=r
         )
-        self.payload_warnings = Counter(
-            f"{PREFIX}_payload_warnings",
-            "Job payloads whose timestamp was missing, unreadable or in the future",
+        self.sample_warnings = Counter(
+            f"{PREFIX}_sample_warnings",
+            "Samples with a warning: a job timestamp unreadable or in the future, a count that is "
+            "only a lower bound, a missing stream",
             (*QUEUE_LABELS, "kind"),
             registry=r,
         )
@@ -112,7 +113,7 @@ class Metrics:
             age = max(0.0, snapshot.observed_at - snapshot.oldest_enqueued_at)
         self.oldest_age.labels(*labels).set(_value(age))
         for kind in snapshot.warnings:
-            self.payload_warnings.labels(*labels, kind).inc()
+            self.sample_warnings.labels(*labels, kind).inc()
 
     def record_sample_error(self, source: QueueSource, error: str) -> None:
         self.sample_errors.labels(source.broker, source.queue, source.format, error).inc()
