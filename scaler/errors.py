@@ -3,6 +3,7 @@
     ScalerError
     ├── InvalidMetadata      bad trigger metadata          -> INVALID_ARGUMENT
     ├── QueueMisconfigured   the queue is not what the format expects -> FAILED_PRECONDITION
+    ├── InvalidTlsFiles      the server's TLS files cannot be served (at start: exit)
     └── Unavailable          no fresh figures to answer from -> UNAVAILABLE
         ├── BrokerUnavailable   the broker did not answer
         └── SampleStale         the newest sample is too old, or none came in time
@@ -27,6 +28,10 @@ class InvalidMetadata(ScalerError):
 
 class QueueMisconfigured(ScalerError):
     """The queue exists but is not laid out as its format expects (a key of the wrong type)."""
+
+
+class InvalidTlsFiles(ScalerError):
+    """The certificate, key or client CA given to ``serve`` cannot be read or do not match."""
 
 
 class Unavailable(ScalerError):

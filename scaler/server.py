@@ -19,6 +19,7 @@ from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.metrics import Metrics
 from scaler.sampler import IDLE_AFTER, AdapterFactory, SamplerRegistry
 from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
+from scaler.tls import TlsFiles, server_credentials
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,10 @@ class ServerConfig:
     profiles: Mapping[str, str] = field(default_factory=dict)
     idle_after: float = IDLE_AFTER
     first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT
+    #: None: plain text; else TLS (mutual TLS with a client CA), reloaded when the files change
+    tls: TlsFiles | None = None
+    #: a plain-text port with grpc.health.v1 alone, for kubelet's gRPC probes (they cannot use TLS)
+    health_port: int | None = None
 
 
 @dataclass
@@ -47,6 +52,7 @@ class RunningServer:
     service: ExternalScalerService
     metrics: Metrics
     samplers: SamplerRegistry
+    health_port: int | None = None
 
 
 @contextlib.asynccontextmanager
@@ -65,7 +71,16 @@ async def running_server(
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (SCALER_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(names, server)
-    port = server.add_insecure_port(f"{config.host}:{config.port}")
+    address = f"{config.host}:{config.port}"
+    if config.tls is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, server_credentials(config.tls))
+    health_server, health_port = None, None
+    if config.health_port is not None:
+        health_server = grpc.aio.server()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
+        health_port = health_server.add_insecure_port(f"{config.host}:{config.health_port}")
     http_server = None
     metrics_port = None
     if config.metrics_port is not None:
@@ -73,16 +88,24 @@ async def running_server(
             config.host.strip("[]") or "::", config.metrics_port
         )
     await server.start()
+    if health_server is not None:
+        await health_server.start()
     for name in ("", SCALER_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("serving on port %d (metrics on %s)", port, metrics_port)
+    log.info(
+        "serving %s on port %d (metrics on %s, plain-text health on %s)",
+        "plain text" if config.tls is None else "TLS" if config.tls.client_ca is None else "mutual TLS",
+        port, metrics_port, health_port,
+    )  # fmt: skip
     try:
-        yield RunningServer(port, metrics_port, service, metrics, samplers)
+        yield RunningServer(port, metrics_port, service, metrics, samplers, health_port)
     finally:
         log.info("shutting down: no new RPCs, %gs for running ones", config.grace)
         await health_servicer.enter_graceful_shutdown()
         service.shutting_down.set()  # StreamIsActive streams end with OK
         await server.stop(config.grace)
+        if health_server is not None:
+            await health_server.stop(0)
         await samplers.aclose()
         if http_server is not None:
             http_server.shutdown()
