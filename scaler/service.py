@@ -78,6 +78,38 @@ def _active(spec: TriggerSpec, decision: Decision) -> bool:
     return decision.active
 
 
+def _decision_fields(
+    namespace: str, name: str, spec: TriggerSpec, signals: QueueSignals, decision: Decision
+) -> dict[str, object]:
+    """A decision and its inputs as log fields (keys of the object in JSON logs)."""
+    return {
+        "namespace": namespace,
+        "scaled_object": name,
+        "broker": spec.source.broker,
+        "queue": spec.source.queue,
+        "format": spec.source.format,
+        "metric": spec.metric.value,
+        "desired_workers": decision.desired_workers,
+        "reason": decision.reason_text,
+        "ceiling_workers": decision.ceiling,
+        "limited_by": decision.limited_by,
+        "metric_value": decision.metric_value,
+        "needed_workers": decision.needed,
+        "worker_throughput": decision.throughput,
+        "depth": signals.depth,
+        "in_flight": signals.in_flight,
+        "consumers": signals.consumers,
+        "oldest_age_seconds": signals.oldest_age.value,
+        "oldest_age_precision": signals.oldest_age.precision.value,
+        "oldest_age_source": signals.oldest_age.source,
+        "arrivals_per_second": signals.arrival_rate.value,
+        "completions_per_second": signals.completion_rate.value,
+        "time_to_drain_seconds": signals.time_to_drain.value,
+        "target_age_seconds": spec.target_age,
+        "target_drain_time_seconds": spec.target_drain_time,
+    }
+
+
 class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def __init__(
         self,
@@ -222,6 +254,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 signals.depth, signals.in_flight, signals.oldest_age.value, signals.oldest_age.precision,
                 signals.arrival_rate.value, signals.completion_rate.value, signals.time_to_drain.value,
                 signals.consumers, decision.ceiling,
+                extra=_decision_fields(key[0], key[1], spec, signals, decision),
             )  # fmt: skip
 
     async def _next_sample_or_shutdown(self, sample: Awaitable[None]) -> None:
