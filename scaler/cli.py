@@ -1,33 +1,60 @@
-"""The ``queue-age-scaler`` command: ``serve`` and ``probe``."""
+"""The ``queue-age-scaler`` command: ``serve``, ``probe`` and ``check``.
+
+The options before the command (``--log-level``, ``--log-format``, ``--connections-dir``) may
+also follow it, so an image whose entrypoint is ``queue-age-scaler serve`` takes them as args.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import logging
 import sys
 from pathlib import Path
 
+from scaler import check, logs
 from scaler.connections import load_profiles
 from scaler.errors import ScalerError
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
+from scaler.tls import TlsFiles
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="queue-age-scaler", description=__doc__)
-    parser.add_argument(
-        "--log-level", default="INFO", help="DEBUG logs every decision with its inputs"
+def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
+    """The options every command takes; after the command they keep the value given before it."""
+    options = argparse.ArgumentParser(add_help=False)
+
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    options.add_argument(
+        "--log-level",
+        help="DEBUG logs every decision with its inputs (default INFO)",
+        default=default("INFO"),
     )
-    parser.add_argument(
+    options.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        help="text, or json: one object a line, with each decision's inputs as fields",
+        default=default("text"),
+    )
+    options.add_argument(
         "--connections-dir",
         type=Path,
         help="a folder with one file per connection profile (its URL)",
+        default=default(None),
     )
+    return options
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="queue-age-scaler", description=__doc__, parents=[_common_options(defaults=True)]
+    )
+    common = _common_options(defaults=False)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve_cmd = commands.add_parser("serve", help="run the gRPC server for KEDA")
+    serve_cmd = commands.add_parser("serve", help="run the gRPC server for KEDA", parents=[common])
     serve_cmd.add_argument("--host", default="[::]", help="address to bind (default all)")
     serve_cmd.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="gRPC port (default 6000)"
@@ -42,16 +69,68 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument(
         "--grace", type=float, default=DEFAULT_GRACE, help="seconds running RPCs get on shutdown"
     )
+    tls = serve_cmd.add_argument_group(
+        "TLS", "PEM files, reloaded when they change (for cert-manager's rotation)"
+    )
+    tls.add_argument("--tls-cert", type=Path, help="serve TLS with this certificate chain")
+    tls.add_argument("--tls-key", type=Path, help="the private key of --tls-cert")
+    tls.add_argument(
+        "--tls-client-ca", type=Path, help="mutual TLS: clients need a certificate from this CA"
+    )
+    serve_cmd.add_argument(
+        "--health-port",
+        type=int,
+        help="also serve grpc.health.v1 alone in plain text on this port, for kubelet's gRPC "
+        "probes, which cannot use TLS",
+    )
 
     probe_cmd = commands.add_parser(
-        "probe", help="sample one queue and show its signals and decision"
+        "probe", help="sample one queue and show its signals and decision", parents=[common]
     )
     probe_cmd.add_argument(
         "--duration", type=float, default=5.0, help="seconds to sample (default 5)"
     )
     probe_cmd.add_argument("--json", action="store_true", help="print one JSON object")
     probe_cmd.add_argument("metadata", nargs="+", metavar="KEY=VALUE", help="trigger metadata")
+
+    check_cmd = commands.add_parser(
+        "check",
+        help="validate, offline, the triggers of ScaledObject and ScaledJob manifests that "
+        "point at this scaler",
+        description=check.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    check_cmd.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="YAML manifests; - reads stdin"
+    )
+    check_cmd.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a connection profile the scaler holds (repeat; also from --connections-dir and "
+        "QUEUE_AGE_SCALER_CONNECTION_<NAME>)",
+    )
+    check_cmd.add_argument(
+        "--scaler-address",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="check the external triggers with this scalerAddress (repeat); default: the "
+        "external triggers whose metadata has one of this scaler's keys",
+    )
     return parser
+
+
+def _tls_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TlsFiles | None:
+    if args.tls_cert is None and args.tls_key is None:
+        if args.tls_client_ca is not None:
+            parser.error("--tls-client-ca needs --tls-cert and --tls-key")
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        parser.error("--tls-cert and --tls-key go together")
+    return TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
 
 
 def _metadata(pairs: list[str]) -> dict[str, str]:
@@ -65,11 +144,12 @@ def _metadata(pairs: list[str]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logs.configure(args.log_level, args.log_format)
     profiles = load_profiles(directory=args.connections_dir)
+    if args.command == "check":
+        return check.main(args.files, profiles, args.profile, args.scaler_address)
     if args.command == "serve":
         config = ServerConfig(
             host=args.host,
@@ -77,8 +157,14 @@ def main(argv: list[str] | None = None) -> int:
             metrics_port=None if args.no_metrics else args.metrics_port,
             grace=args.grace,
             profiles=profiles,
+            tls=_tls_files(parser, args),
+            health_port=args.health_port,
         )
-        asyncio.run(serve(config))
+        try:
+            asyncio.run(serve(config))
+        except ScalerError as error:
+            print(f"serve: {error}", file=sys.stderr)
+            return 2
         return 0
     try:
         result = asyncio.run(probe(_metadata(args.metadata), profiles, args.duration))
