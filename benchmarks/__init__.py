@@ -1,0 +1,1 @@
+"""Benchmarks: KEDA's polling pattern against the scaler and two reference servers."""
