@@ -26,7 +26,7 @@ async def probe(
     try:
         sampler = samplers.get(spec)
         await asyncio.sleep(duration)
-        history = await sampler.history(first_timeout=1.0)
+        history = tuple(await sampler.history(first_timeout=1.0))
     finally:
         await samplers.aclose()
     signals = compute_signals(history, spec.rate_window, sampler.arrivals)

@@ -87,7 +87,7 @@ class Sampler:
                 f"the newest sample of {self.source.describe()} is {age:.1f}s old "
                 f"(more than {STALE_AFTER_INTERVALS} sample intervals){detail}"
             )
-        return tuple(self._history)
+        return self._history  # read it before the next await: the sampler appends to it
 
     async def wait_for_sample(self, timeout: float) -> None:
         """Return after the next sample (or error), or after ``timeout``."""

@@ -124,6 +124,10 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._profiles = dict(profiles)
         self._first_sample_timeout = first_sample_timeout
         self._states: dict[tuple[str, str, TriggerSpec], PolicyState] = {}
+        #: the last evaluation per trigger, by the time of the sample it was made from
+        self._evaluations: dict[
+            tuple[str, str, TriggerSpec], tuple[float, QueueSignals, Decision]
+        ] = {}
         self._decisions: dict[tuple[str, str, TriggerSpec], tuple[str, int]] = {}
         self.shutting_down = asyncio.Event()
         self._parse = functools.lru_cache(maxsize=SPEC_CACHE_SIZE)(self._parse_uncached)
@@ -226,11 +230,17 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         """Signals and decision for one trigger, from the cached snapshots."""
         sampler = self._samplers.get(spec)
         history = await sampler.history(self._first_sample_timeout)
-        signals = compute_signals(history, spec.rate_window, sampler.arrivals)
         key = (ref.namespace, ref.name, spec)
+        cached = self._evaluations.get(key)
+        if cached is not None and cached[0] == history[-1].observed_at:
+            # KEDA asks GetMetrics then IsActive (and the HPA again) on the same sample: decide,
+            # record and log once per sample
+            return cached[1], cached[2]
+        signals = compute_signals(history, spec.rate_window, sampler.arrivals)
         decision, self._states[key] = decide(
             signals, spec, signals.observed_at, self._states.get(key, PolicyState())
         )
+        self._evaluations[key] = (signals.observed_at, signals, decision)
         self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
         self._log_decision(key, spec, signals, decision)
         return signals, decision

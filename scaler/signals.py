@@ -5,6 +5,7 @@ Each figure carries its precision and its source. Pure: the snapshots and the wi
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ def _rates(history: Sequence[QueueSnapshot], window: float) -> tuple[Figure, Fig
     base_index = next(i for i, s in enumerate(history) if s.observed_at >= start)
     base = history[base_index]
     span = latest.observed_at - base.observed_at
-    exact = all(s.counts_exact for s in history[base_index + 1 :])
+    exact = all(s.counts_exact for s in itertools.islice(history, base_index + 1, None))
     precision = Precision.EXACT if exact else Precision.LOWER_BOUND
     source = latest.counts_source
     return (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -91,7 +92,7 @@ class Dependency:
         return math.floor(self.limit / self.per_worker + 1e-9)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TriggerSpec:
     source: QueueSource
     metric: Metric = Metric.WORKERS
@@ -117,7 +118,7 @@ class TriggerSpec:
                 best = (dep.max_workers, dep.name)
         return best
 
-    @property
+    @functools.cached_property
     def metric_name(self) -> str:
         queue = re.sub(r"[^a-z0-9]+", "-", self.source.queue.lower()).strip("-") or "queue"
         metric = re.sub(r"(?<!^)([A-Z])", r"-\1", self.metric.value).lower()
