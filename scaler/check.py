@@ -103,11 +103,12 @@ def check_documents(
             if not isinstance(triggers, list):
                 findings.append(where.problem("spec.triggers", "missing; a list of triggers"))
                 continue
+            fallback = kind == "ScaledObject" and bool(resource["spec"].get("fallback"))
             for position, trigger in enumerate(triggers):
                 if _ours(trigger, scaler_addresses):
                     checked += 1
                     findings += _check_trigger(
-                        where, kind, position, trigger, profiles, profile_names
+                        where, kind, fallback, position, trigger, profiles, profile_names
                     )
     return Report(tuple(findings), checked)
 
@@ -214,6 +215,7 @@ def _ours(trigger: object, scaler_addresses: Sequence[str]) -> bool:
 def _check_trigger(
     where: _Where,
     kind: str,
+    fallback: bool,
     position: int,
     trigger: Mapping[str, Any],
     profiles: Mapping[str, str],
@@ -223,16 +225,15 @@ def _check_trigger(
     metadata = trigger.get("metadata")
     if not isinstance(metadata, dict):
         return [where.problem(f"{at}.metadata", "missing; set this scaler's keys (queue, ...)")]
-    findings = _keda_rules(where, kind, at, trigger, metadata)
+    findings = _keda_rules(where, at, metadata)
+    findings += _metric_type_rules(where, kind, fallback, at, trigger, metadata)
     # a value that is not a string is a problem above; the parser sees it as quoting would make it
     strings = {str(k): v if isinstance(v, str) else _yaml_scalar(v) for k, v in metadata.items()}
     findings += _parse(where, at, strings, profiles, profile_names)
     return findings
 
 
-def _keda_rules(
-    where: _Where, kind: str, at: str, trigger: Mapping[str, Any], metadata: Mapping[Any, Any]
-) -> list[Finding]:
+def _keda_rules(where: _Where, at: str, metadata: Mapping[Any, Any]) -> list[Finding]:
     findings: list[Finding] = []
     for key, value in metadata.items():
         if not isinstance(value, str):
@@ -251,6 +252,18 @@ def _keda_rules(
                 "localhost:6000 beside the KEDA operator)",
             )
         )
+    return findings
+
+
+def _metric_type_rules(
+    where: _Where,
+    kind: str,
+    fallback: bool,
+    at: str,
+    trigger: Mapping[str, Any],
+    metadata: Mapping[Any, Any],
+) -> list[Finding]:
+    findings: list[Finding] = []
     metric = metadata.get("metric", Metric.WORKERS.value)
     metric_type = trigger.get("metricType", "AverageValue")
     path = f"{at}.metricType"
@@ -295,6 +308,14 @@ def _keda_rules(
                 path,
                 f"got {metric_type!r}; metric {metric} reports seconds for the whole queue: set "
                 "metricType: Value",
+            )
+        )
+    if fallback and metric_type == "Value":
+        findings.append(
+            where.warning(
+                path,
+                "KEDA applies spec.fallback only to AverageValue triggers: this one gets none "
+                "when the scaler answers with an error (metric workers would)",
             )
         )
     return findings

@@ -196,3 +196,27 @@ def test_a_list_and_unreadable_files(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 1
     assert out[0].startswith(f"{broken}: problem: not valid YAML")
     assert out[-1] == "check: 1 trigger(s) checked in 2 file(s): 1 problem(s), 0 warning(s)"
+
+
+def test_fallback_does_not_cover_value_triggers() -> None:
+    text = SO_HEAD.replace(
+        "  triggers:\n", "  fallback: {failureThreshold: 3, replicas: 4}\n  triggers:\n"
+    )
+    text += """\
+    - type: external
+      metricType: Value
+      metadata: {scalerAddress: s:6000, connection: orders-redis, queue: q, format: rq,
+                 metric: age}
+    """
+    (found,) = findings(text)
+    assert found[0] == "spec.triggers[0].metricType" and found[2] is Severity.WARNING
+    assert "fallback only to AverageValue" in found[1]
+    assert (
+        findings(
+            SO_HEAD.replace(
+                "  triggers:\n", "  fallback: {failureThreshold: 3, replicas: 4}\n  triggers:\n"
+            )
+            + GOOD_TRIGGER
+        )
+        == []
+    )
