@@ -17,6 +17,7 @@ from scaler.connections import load_profiles
 from scaler.errors import ScalerError
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
+from scaler.simulate import command as simulate_command
 from scaler.tls import TlsFiles
 
 
@@ -120,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
         help="check the external triggers with this scalerAddress (repeat); default: the "
         "external triggers whose metadata has one of this scaler's keys",
     )
+    simulate_command.add_parser(commands)
     return parser
 
 
@@ -147,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logs.configure(args.log_level, args.log_format)
+    if args.command == "simulate":
+        return simulate_command.run(args)
     profiles = load_profiles(directory=args.connections_dir)
     if args.command == "check":
         return check.main(args.files, profiles, args.profile, args.scaler_address)

@@ -94,13 +94,17 @@ def decide(
         reason = Reason.IDLE
     state = replace(state, last_desired=desired)
 
+    active = is_active(signals, spec)
+    if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
+        # jobs may flow unseen: KEDA must not scale to zero while the step-down holds workers
+        active = True
     decision = Decision(
         desired_workers=desired,
         ceiling=ceiling,
         limited_by=limiter if reason is Reason.CLAMPED else None,
         reason=reason,
         metric_value=_metric_value(signals, spec, desired, ceiling),
-        active=is_active(signals, spec),
+        active=active,
         needed=needed,
         throughput=throughput,
     )
@@ -159,7 +163,7 @@ def _needed(
     reason = Reason.LEARNING_THROUGHPUT
     if throughput:
         # a lower-bound arrival rate is used as it stands: the need is then "at least" this
-        keep_up = (signals.arrival_rate.value or 0.0) / throughput
+        keep_up = _future_arrival_rate(signals) / throughput
         drain = depth / spec.target_drain_time / throughput
         needed = keep_up + drain
         reason = Reason.DRAINING_BACKLOG if drain > keep_up else Reason.KEEPING_UP
@@ -173,6 +177,26 @@ def _needed(
         if needed is None or busy > needed:
             needed, reason = busy, Reason.KEEPING_UP
     return needed, reason
+
+
+def _future_arrival_rate(signals: QueueSignals) -> float:
+    """The arrival rate to keep up with: the window's, less the jobs that still wait.
+
+    Jobs in the backlog are counted by the drain term; counting them again as a rate would size
+    the fleet for a burst twice. In a FIFO queue every job that arrived before the oldest waiting
+    one has been taken, so the window's arrivals before that moment, over that part of the
+    window, are the rate of the jobs not waiting: the same as the window's rate when arrivals are
+    steady, and the trickle around a burst when one came. Without a known age inside the window,
+    the window's rate stands.
+    """
+    rate = signals.arrival_rate.value or 0.0
+    age, depth, span = signals.oldest_age, signals.depth or 0, signals.rate_span
+    if age.value is None or age.precision is Precision.LOWER_BOUND or not depth:
+        return rate
+    before = span - age.value
+    if before <= 0:
+        return rate
+    return min(rate, max(0.0, rate * span - depth) / before)
 
 
 def _metric_value(

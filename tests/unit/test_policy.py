@@ -635,3 +635,53 @@ def test_lower_bound_arrivals_never_block_scale_up() -> None:
     decision, state = decide(lower_bound_signals(depth=600), spec, NOW, PolicyState(last_desired=3))
     assert decision.desired_workers == 11  # 1/s + 600/60 s
     assert state.last_desired == 11
+
+
+def test_stays_active_while_stepping_down_on_lower_bounds() -> None:
+    # an empty list whose flow is unseen (no in-flight count): KEDA must not take the fleet to
+    # zero while the step-down still holds workers (found by the simulator's step scenario)
+    spec = spec_of(workerThroughput="1")
+    unseen = signals_of(
+        depth=0, arrivals=0.2, completions=0.2, rate_precision=Precision.LOWER_BOUND
+    )
+    decision, _ = decide(unseen, spec, NOW, PolicyState(last_desired=5))
+    assert decision.reason is Reason.SCALING_IN_SLOWLY
+    assert (decision.desired_workers, decision.active) == (4, True)
+    assert is_active(unseen, spec) is False
+
+
+# --- the arrival rate to keep up with -------------------------------------------------------------
+
+
+def test_a_burst_in_the_backlog_is_not_counted_again_as_a_rate() -> None:
+    # 5,000 jobs enqueued at once 15 s ago on top of 2/s: the window's rate says 85/s, but those
+    # jobs are the backlog, which the drain term already counts
+    spec = spec_of(workerThroughput="16", targetAge="2m")
+    burst = signals_of(depth=5000, consumers=1, age=15.0, arrivals=85.0, completions=2.0)
+    decision, _ = run(spec, burst)
+    rate_before_backlog = (85.0 * 60 - 5000) / (60 - 15)
+    assert decision.needed == pytest.approx((rate_before_backlog + 5000 / 120) / 16)
+    assert decision.desired_workers == 3  # was 8 when the burst counted twice
+
+
+def test_steady_arrivals_with_a_backlog_keep_their_rate() -> None:
+    # 20/s with 100 jobs waiting for 5 s: the 1,100 jobs that came before were all taken
+    spec = spec_of(workerThroughput="2")
+    steady = signals_of(depth=100, consumers=10, age=5.0, arrivals=20.0, completions=20.0)
+    decision, _ = run(spec, steady)
+    assert decision.needed == pytest.approx((20.0 + 100 / 60) / 2)
+
+
+@pytest.mark.parametrize(
+    "age",
+    [
+        pytest.param(None, id="age unknown"),
+        pytest.param(90.0, id="backlog older than the window"),
+    ],
+)
+def test_window_rate_stands_without_an_age_inside_the_window(age: float | None) -> None:
+    spec = spec_of(workerThroughput="2")
+    signals = signals_of(depth=100, age=age, arrivals=20.0, completions=20.0)
+    decision, _ = run(spec, signals)
+    assert decision.needed is not None
+    assert decision.needed >= (20.0 + 100 / 60) / 2

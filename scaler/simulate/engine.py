@@ -1,0 +1,449 @@
+"""The fleet: a job-level discrete-event simulation of one autoscaler on one workload.
+
+Jobs wait in one FIFO queue and run on the free job slots of ready workers, the slot idle longest
+first (as blocked consumers are served). Workers boot for ``bootSeconds`` before they take jobs;
+a worker that is scaled in stops taking jobs and finishes its running ones within the drain time,
+or is killed and its jobs run again (duplicates). Jobs that use the dependency hold one of its
+slots while they run; the API keeps ``apiShare`` of them busy. Over capacity every operation
+waits its turn: the slots are shared by all operations in line (processor sharing), so each one,
+jobs and the API's alike, takes ``demand / capacity`` times as long.
+
+Job events (arrivals, completions) are exact; fleet changes and the autoscaler run on a control
+tick (1 s, or the trigger's ``sampleInterval`` if shorter). The hot loop keeps its state in
+locals: it runs a few million times per scenario.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scaler.simulate.scenario import Scenario
+from scaler.simulate.workload import Workload
+
+INF = math.inf
+
+
+class PodState(enum.IntEnum):
+    BOOTING = 0
+    READY = 1
+    DRAINING = 2
+    GONE = 3
+
+
+class Pod:
+    __slots__ = ("deadline", "jobs", "ready_at", "state")
+
+    def __init__(self, ready_at: float) -> None:
+        self.ready_at = ready_at
+        self.state = PodState.BOOTING
+        self.jobs: set[int] = set()
+        self.deadline = INF
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """The fleet and the queue at one control tick, as the autoscalers may read them."""
+
+    now: float
+    depth: int
+    in_flight: int
+    #: enqueue time of the oldest waiting job; None when nothing waits
+    oldest_enqueued_at: float | None
+    arrivals_total: int
+    #: deliveries, redeliveries included
+    starts_total: int
+    completions_total: int
+    booting: int
+    ready: int
+    draining: int
+    #: CPU the ready pods use, in pod requests (2.5 = two and a half pods' worth)
+    cpu_ready: float
+    #: arrival number of the oldest job in arrival order that still waits (list markers)
+    queue_head: int
+    #: jobs put back at the head of the queue after their worker was killed
+    requeued: int
+
+
+class Autoscaler(Protocol):
+    """One policy: the replicas it starts with, and its answer at every control tick."""
+
+    def initial_replicas(self) -> int: ...
+
+    def step(self, obs: Observation, replicas: int) -> int: ...
+
+
+@dataclass(slots=True)
+class Series:
+    """Sampled every ``step`` seconds, for the figures."""
+
+    times: list[float] = field(default_factory=list)
+    oldest_age: list[float] = field(default_factory=list)
+    #: ready and draining workers (those that take or finish jobs)
+    workers: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    #: enqueue to first start of every job; jobs still waiting at the end count with their wait so far
+    waits: list[float]
+    slo_violation_s: float
+    worker_seconds: float
+    scale_events: int
+    over_ceiling_s: float
+    #: seconds spent at each API operation wait (time-weighted: the API's load is steady)
+    api_waits: dict[float, float]
+    duplicates: int
+    completed: int
+    series: Series
+
+
+class Simulation:
+    def __init__(
+        self,
+        scenario: Scenario,
+        workload: Workload,
+        autoscaler: Autoscaler,
+        *,
+        tick: float,
+        series_step: float,
+        progress: Callable[[float], None] | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.autoscaler = autoscaler
+        self.tick = tick
+        self.series_step = series_step
+        self.progress = progress
+        self.arr = workload.arrivals
+        self.dur = workload.durations
+        self.dep = workload.uses_dependency
+        self.cpu = workload.cpu_milli
+        jobs = workload.jobs
+        self.attempt = [0] * jobs
+        self.job_pod: list[Pod | None] = [None] * jobs
+        self.concurrency = scenario.workers.concurrency
+        self.target = scenario.target_age
+        self.capacity = float(scenario.dependency.capacity)
+        self.api_slots = scenario.dependency.api_slots
+        self.api_op = scenario.dependency.api_operation_seconds
+        ceiling = scenario.ceiling
+        self.ceiling = ceiling if ceiling is not None else math.inf
+        # the queue: jobs [qhead, na) in arrival order, behind the requeued ones
+        self.na = 0
+        self.qhead = 0
+        self.retry: collections.deque[int] = collections.deque()
+        self.head_since = 0.0
+        # job slots: one entry per free slot of a ready pod (stale entries are skipped)
+        self.free: collections.deque[Pod] = collections.deque()
+        self.free_slots = 0
+        self.heap: list[tuple[float, int, int]] = []
+        # jobs on the dependency finish at a virtual time that runs at ``rate``
+        self.dep_heap: list[tuple[float, int, int]] = []
+        self.n_dep = 0
+        self.vtime = 0.0
+        self.v_at = 0.0
+        self.rate = 1.0
+        self.rate_since = 0.0
+        self.api_waits: dict[float, float] = {}
+        self.busy = 0
+        self.cpu_m = 0
+        self.done = 0
+        self.starts = 0
+        self.waits: list[float] = []
+        self.viol = 0.0
+        self.now = 0.0
+        self.pods: list[Pod] = []
+        self.replicas = 0
+        self.duplicates = 0
+        self.scale_events = 0
+        self.worker_seconds = 0.0
+        self.over_ceiling_s = 0.0
+        self._accounted_to = 0.0
+        self.series = Series()
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        initial = self.autoscaler.initial_replicas()
+        for _ in range(initial):
+            pod = Pod(0.0)
+            self.pods.append(pod)
+            self._ready(pod)
+        self.replicas = initial
+        ticks = math.ceil(self.scenario.duration / self.tick - 1e-9)
+        every = max(1, round(self.series_step / self.tick))
+        report = max(1, ticks // 10)
+        self._sample_series(0.0)
+        for k in range(1, ticks + 1):
+            t = min(k * self.tick, self.scenario.duration)
+            self._advance(t)
+            self._account(t)
+            self._fleet(t)
+            desired = self.autoscaler.step(self._observe(t), self.replicas)
+            if desired != self.replicas:
+                self._scale(desired, t)
+            if k % every == 0:
+                self._sample_series(t)
+            if self.progress is not None and k % report == 0:
+                self.progress(k / ticks)
+        return self._finish()
+
+    def _advance(self, until: float) -> None:  # noqa: C901 - the hot loop, kept in one frame
+        """Run job events up to ``until``: arrivals, starts on free slots, completions."""
+        arr, dur, dep, cpu = self.arr, self.dur, self.dep, self.cpu
+        attempt, job_pod, retry, free = self.attempt, self.job_pod, self.retry, self.free
+        heap, dep_heap, waits = self.heap, self.dep_heap, self.waits
+        na, qhead, free_slots, busy = self.na, self.qhead, self.free_slots, self.busy
+        cpu_m, done, starts, n_dep = self.cpu_m, self.done, self.starts, self.n_dep
+        vtime, v_at, rate, rate_since = self.vtime, self.v_at, self.rate, self.rate_since
+        viol, head_since, target, now = self.viol, self.head_since, self.target, self.now
+        capacity, api, api_op, api_waits = (
+            self.capacity,
+            self.api_slots,
+            self.api_op,
+            self.api_waits,
+        )
+        push, pop, ready = heapq.heappush, heapq.heappop, PodState.READY
+        while True:
+            while free_slots and (retry or qhead < na):
+                if retry:
+                    j = retry.popleft()
+                else:
+                    j = qhead
+                    qhead += 1
+                over = arr[j] + target
+                if now > over:
+                    viol += now - (head_since if head_since > over else over)
+                head_since = now
+                pod = free.popleft()
+                while pod.state != ready:
+                    pod = free.popleft()
+                free_slots -= 1
+                a = attempt[j]
+                if not a:
+                    waits.append(now - arr[j])
+                a += 1
+                attempt[j] = a
+                pod.jobs.add(j)
+                job_pod[j] = pod
+                busy += 1
+                starts += 1
+                cpu_m += cpu[j]
+                if dep[j]:
+                    vtime += (now - v_at) * rate
+                    v_at = now
+                    n_dep += 1
+                    demand = n_dep + api
+                    new_rate = 1.0 if demand <= capacity else capacity / demand
+                    if new_rate != rate:
+                        if rate < 1.0:
+                            key = round(api_op * (1 / rate - 1), 4)
+                            api_waits[key] = api_waits.get(key, 0.0) + now - rate_since
+                        rate, rate_since = new_rate, now
+                    push(dep_heap, (vtime + dur[j], j, a))
+                else:
+                    push(heap, (now + dur[j], j, a))
+            t_next = arr[na]
+            kind = 0
+            if heap and heap[0][0] < t_next:
+                t_next = heap[0][0]
+                kind = 1
+            if dep_heap:
+                t_dep = v_at + (dep_heap[0][0] - vtime) / rate
+                if t_dep < t_next:
+                    t_next = t_dep
+                    kind = 2
+            if t_next > until:
+                break
+            now = t_next
+            if kind == 0:
+                if not retry and qhead == na:
+                    head_since = now
+                na += 1
+                continue
+            _, j, a = pop(heap) if kind == 1 else pop(dep_heap)
+            pod_or_none = job_pod[j]
+            if pod_or_none is None or attempt[j] != a:
+                continue  # the job's worker was killed; it runs again
+            pod = pod_or_none
+            pod.jobs.discard(j)
+            job_pod[j] = None
+            busy -= 1
+            cpu_m -= cpu[j]
+            done += 1
+            if pod.state == ready:
+                free.append(pod)
+                free_slots += 1
+            if kind == 2:
+                vtime += (now - v_at) * rate
+                v_at = now
+                n_dep -= 1
+                demand = n_dep + api
+                new_rate = 1.0 if demand <= capacity else capacity / demand
+                if new_rate != rate:
+                    if rate < 1.0:
+                        key = round(api_op * (1 / rate - 1), 4)
+                        api_waits[key] = api_waits.get(key, 0.0) + now - rate_since
+                    rate, rate_since = new_rate, now
+        self.na, self.qhead, self.free_slots, self.busy = na, qhead, free_slots, busy
+        self.cpu_m, self.done, self.starts, self.n_dep = cpu_m, done, starts, n_dep
+        self.vtime, self.v_at, self.rate, self.rate_since = vtime, v_at, rate, rate_since
+        self.viol, self.head_since, self.now = viol, head_since, until
+
+    # -- the fleet (once per tick) ------------------------------------------------------------
+
+    def _account(self, t: float) -> None:
+        """Worker-seconds and time over the ceiling for the tick that ends at ``t``."""
+        span = t - self._accounted_to
+        self._accounted_to = t
+        working = sum(1 for p in self.pods if p.state in (PodState.READY, PodState.DRAINING))
+        self.worker_seconds += len(self.pods) * span
+        if working > self.ceiling:
+            self.over_ceiling_s += span
+
+    def _fleet(self, t: float) -> None:
+        """Pods that finished booting take jobs; drained pods go; a drain past its time kills."""
+        keep: list[Pod] = []
+        for pod in self.pods:
+            if pod.state == PodState.BOOTING and pod.ready_at <= t + 1e-9:
+                self._ready(pod)
+            elif pod.state == PodState.DRAINING:
+                if pod.jobs and pod.deadline <= t + 1e-9:
+                    self._kill(pod, t)
+                if not pod.jobs:
+                    pod.state = PodState.GONE
+                    continue
+            keep.append(pod)
+        self.pods = keep
+
+    def _ready(self, pod: Pod) -> None:
+        pod.state = PodState.READY
+        self.free.extend([pod] * self.concurrency)
+        self.free_slots += self.concurrency
+
+    def _scale(self, desired: int, t: float) -> None:
+        self.scale_events += 1
+        if desired > self.replicas:
+            boot = self.scenario.workers.boot_seconds
+            for _ in range(desired - self.replicas):
+                pod = Pod(t + boot)
+                self.pods.append(pod)
+                if boot <= 0:
+                    self._ready(pod)
+            self.replicas = desired
+            return
+        # the ReplicaSet deletes pods that are not ready first, then the newest
+        victims = [p for p in reversed(self.pods) if p.state == PodState.BOOTING]
+        victims += [p for p in reversed(self.pods) if p.state == PodState.READY]
+        drain = self.scenario.workers.drain_seconds
+        for pod in victims[: self.replicas - desired]:
+            if pod.state == PodState.READY:
+                self.free_slots -= self.concurrency - len(pod.jobs)
+            if pod.jobs and drain <= 0:
+                self._kill(pod, t)
+            pod.state = PodState.DRAINING if pod.jobs else PodState.GONE
+            pod.deadline = t + drain
+        self.pods = [p for p in self.pods if p.state != PodState.GONE]
+        self.replicas = desired
+
+    def _kill(self, pod: Pod, t: float) -> None:
+        """Stop a pod's running jobs; they go back to the head of the queue and run again."""
+        jobs = sorted(pod.jobs, key=self.arr.__getitem__)
+        pod.jobs.clear()
+        for j in jobs:
+            self.job_pod[j] = None
+            self.busy -= 1
+            self.cpu_m -= self.cpu[j]
+            if self.dep[j]:
+                self._set_dependency_jobs(self.n_dep - 1, t)
+        self.duplicates += len(jobs)
+        if self.retry or self.qhead < self.na:
+            # the current oldest waiting job stops being the oldest: close its interval
+            head = self.retry[0] if self.retry else self.qhead
+            over = self.arr[head] + self.target
+            if t > over:
+                self.viol += t - max(self.head_since, over)
+        self.retry.extendleft(reversed(jobs))
+        self.head_since = t
+
+    def _set_dependency_jobs(self, count: int, t: float) -> None:
+        self.vtime += (t - self.v_at) * self.rate
+        self.v_at = t
+        self.n_dep = count
+        demand = count + self.api_slots
+        rate = 1.0 if demand <= self.capacity else self.capacity / demand
+        if rate != self.rate:
+            self._close_rate(t)
+            self.rate = rate
+
+    def _close_rate(self, t: float) -> None:
+        if self.rate < 1.0:
+            key = round(self.api_op * (1 / self.rate - 1), 4)
+            self.api_waits[key] = self.api_waits.get(key, 0.0) + t - self.rate_since
+        self.rate_since = t
+
+    # -- what the autoscalers and the figures see ---------------------------------------------
+
+    def _observe(self, t: float) -> Observation:
+        counts = [0, 0, 0, 0]
+        draining_cpu = 0
+        for pod in self.pods:
+            counts[pod.state] += 1
+            if pod.state == PodState.DRAINING:
+                draining_cpu += sum(self.cpu[j] for j in pod.jobs)
+        return Observation(
+            now=t,
+            depth=len(self.retry) + self.na - self.qhead,
+            in_flight=self.busy,
+            oldest_enqueued_at=self._oldest(),
+            arrivals_total=self.na,
+            starts_total=self.starts,
+            completions_total=self.done,
+            booting=counts[PodState.BOOTING],
+            ready=counts[PodState.READY],
+            draining=counts[PodState.DRAINING],
+            cpu_ready=(self.cpu_m - draining_cpu) / 1000,
+            queue_head=self.qhead,
+            requeued=len(self.retry),
+        )
+
+    def _oldest(self) -> float | None:
+        if self.retry:
+            return self.arr[self.retry[0]]
+        if self.qhead < self.na:
+            return self.arr[self.qhead]
+        return None
+
+    def _sample_series(self, t: float) -> None:
+        oldest = self._oldest()
+        series = self.series
+        series.times.append(t)
+        series.oldest_age.append(0.0 if oldest is None else t - oldest)
+        series.workers.append(
+            sum(1 for p in self.pods if p.state in (PodState.READY, PodState.DRAINING))
+        )
+
+    def _finish(self) -> RunResult:
+        end = self.scenario.duration
+        oldest = self._oldest()
+        if oldest is not None and end > oldest + self.target:
+            self.viol += end - max(self.head_since, oldest + self.target)
+        waiting = list(self.retry) + list(range(self.qhead, self.na))
+        self.waits.extend(end - self.arr[j] for j in waiting if not self.attempt[j])
+        self._close_rate(end)
+        return RunResult(
+            waits=self.waits,
+            slo_violation_s=self.viol,
+            worker_seconds=self.worker_seconds,
+            scale_events=self.scale_events,
+            over_ceiling_s=self.over_ceiling_s,
+            api_waits=self.api_waits,
+            duplicates=self.duplicates,
+            completed=self.done,
+            series=self.series,
+        )
