@@ -35,6 +35,7 @@ from typing import Any
 from benchmarks.accuracy_libraries import LIBRARIES, Library, Truth
 from brokers.base import Precision
 from brokers.registry import open_adapter
+from scaler.errors import Unavailable
 from scaler.metrics import Metrics
 from scaler.sampler import SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
@@ -83,6 +84,7 @@ class Errors:
     completion: list[float] = field(default_factory=list)
     rate_exact: list[bool] = field(default_factory=list)
     samples: int = 0
+    stale: int = 0
 
 
 def true_age(truth: Truth, at: float, start: int) -> tuple[float | None, int]:
@@ -160,6 +162,21 @@ def _produce(stop: threading.Event, library: Library, load: Load, t0: float) -> 
         stop.wait(0.01)
 
 
+class Traffic(threading.Thread):
+    """A producer or consumer thread whose failure ends the run instead of skewing it."""
+
+    def __init__(self, target: Callable[[], None]) -> None:
+        super().__init__(daemon=True)
+        self._work = target
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._work()
+        except BaseException as error:
+            self.error = error
+
+
 async def run_one(
     redis_url: str, library_name: str, load: Load, seconds: float, interval: float
 ) -> dict[str, Any]:
@@ -178,30 +195,31 @@ async def run_one(
     samplers = SamplerRegistry(open_adapter, Metrics())
     errors = Errors()
     stop = threading.Event()
-    threads: list[threading.Thread] = []
+    threads: list[Traffic] = []
     try:
         sampler = samplers.get(spec)
         await sampler.history(first_timeout=5.0)  # the sampler runs before any job arrives
         for _ in range(load.backlog):
             library.produce()
         t0 = time.monotonic()
-        threads.append(
-            threading.Thread(target=_produce, args=(stop, library, load, t0), daemon=True)
-        )
+        threads.append(Traffic(lambda: _produce(stop, library, load, t0)))
         if library.uses_worker:
             library.start_worker(load.take_rate)
         else:
-            threads.append(
-                threading.Thread(
-                    target=_pace, args=(stop, load.take_rate, library.take), daemon=True
-                )
-            )
+            threads.append(Traffic(lambda: _pace(stop, load.take_rate, library.take)))
         for thread in threads:
             thread.start()
         cursor, seen = 0, 0.0
         while time.monotonic() - t0 < seconds:
+            failed = [t.error for t in threads if t.error is not None]
+            if failed:
+                raise RuntimeError(f"{library_name}/{load.name}: traffic failed") from failed[0]
             await sampler.wait_for_sample(interval * 2)
-            history = await sampler.history(first_timeout=1.0)
+            try:
+                history = await sampler.history(first_timeout=1.0)
+            except Unavailable:  # a slow sample on a loaded machine: count it, go on
+                errors.stale += 1
+                continue
             if history[-1].observed_at == seen:
                 continue
             seen = history[-1].observed_at
@@ -240,6 +258,7 @@ def summarize(
         "produced": produced,
         "taken": taken,
         "samples": errors.samples,
+        "stale_samples": errors.stale,
         "age_exact_n": len(errors.age_exact),
         "age_exact_err_p50_s": r(_pct(errors.age_exact, 0.5)),
         "age_exact_err_max_s": r(max(errors.age_exact, default=None) if errors.age_exact else None),

@@ -167,10 +167,10 @@ class RQ(Library):
         self.truth.record_enqueue(job.id, before)
 
     def take(self) -> bool:
-        job_id = self.rq_queue.pop_job_id()  # LPOP, as Queue.dequeue_any does for a worker
+        job_id = self.client.lpop(self.rq_queue.key)  # as rq's Queue.pop_job_id, empty-safe
         if job_id is None:
             return False
-        self.truth.record_take(job_id.decode() if isinstance(job_id, bytes) else job_id)
+        self.truth.record_take(job_id.decode())
         return True
 
 
