@@ -74,6 +74,12 @@ class Metrics:
             "time_to_drain_seconds",
             "Time the backlog needs to drain at current rates (+Inf: never)",
         )
+        self.target_age = trigger_gauge(
+            "target_age_seconds", "The trigger's targetAge: the oldest-job age promised to users"
+        )
+        self.target_drain_time = trigger_gauge(
+            "target_drain_time_seconds", "The trigger's targetDrainTime"
+        )
         self.desired_workers = trigger_gauge("desired_workers", "Workers the policy asks for")
         self.ceiling = trigger_gauge(
             "ceiling_workers", "Most workers the dependencies and maxWorkers allow (NaN: none)"
@@ -138,6 +144,8 @@ class Metrics:
         self.arrival_rate.labels(*labels).set(_value(signals.arrival_rate.value))
         self.completion_rate.labels(*labels).set(_value(signals.completion_rate.value))
         self.time_to_drain.labels(*labels).set(_value(signals.time_to_drain.value))
+        self.target_age.labels(*labels).set(spec.target_age)
+        self.target_drain_time.labels(*labels).set(spec.target_drain_time)
         self.desired_workers.labels(*labels).set(decision.desired_workers)
         self.ceiling.labels(*labels).set(_value(decision.ceiling))
         reason = decision.reason_text

@@ -1,0 +1,140 @@
+"""Metric names follow Prometheus' conventions, docs/metrics.md lists every one, and the Grafana
+dashboard in deploy/ is valid JSON whose every PromQL expression names only metrics the scaler
+exports, so a renamed metric cannot leave a silent empty panel."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scaler.metrics import PREFIX, Metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "deploy" / "grafana" / "queue-age-scaler.json"
+METRICS_DOC = ROOT / "docs" / "metrics.md"
+#: sample names each metric type exposes, after the family name
+SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "gauge": ("",),
+}
+PROMQL_KEYWORDS = {"and", "or", "unless", "bool", "group_left", "group_right", "inf", "nan"}
+#: what the issue asks the dashboard to show, as metrics that must appear together in a panel
+REQUIRED_PANELS = [
+    {"queue_age_scaler_queue_oldest_age_seconds", "queue_age_scaler_target_age_seconds"},
+    {"queue_age_scaler_time_to_drain_seconds"},
+    {
+        "queue_age_scaler_desired_workers",
+        "queue_age_scaler_ceiling_workers",
+        "queue_age_scaler_queue_consumers",
+    },
+    {"queue_age_scaler_decision"},
+    {"queue_age_scaler_sample_errors_total"},
+]
+
+
+def families() -> list[tuple[str, str]]:
+    return [(family.name, family.type) for family in Metrics().registry.collect()]
+
+
+def exported_samples() -> set[str]:
+    return {name + suffix for name, kind in families() for suffix in SUFFIXES[kind]}
+
+
+def test_metric_names_follow_the_conventions() -> None:
+    for name, kind in families():
+        assert name.startswith(f"{PREFIX}_"), name
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", name), name
+        if {"age", "duration", "time", "latency"} & set(name.removeprefix(PREFIX).split("_")):
+            assert name.endswith("_seconds"), f"{name}: a time is in seconds, named _seconds"
+        assert not name.endswith("_total"), "the client adds _total to counters"
+        if kind == "counter":
+            assert f"{name}_total" in exported_samples()
+
+
+def test_the_docs_list_every_metric() -> None:
+    documented = set(re.findall(r"`(queue_age_scaler_[a-z0-9_]+)`", METRICS_DOC.read_text()))
+    exposed = {name + ("_total" if kind == "counter" else "") for name, kind in families()}
+    assert exposed - documented == set(), "docs/metrics.md misses these"
+    assert documented - exposed == set(), "docs/metrics.md lists metrics the scaler lacks"
+
+
+def metric_names(expression: str) -> set[str]:
+    """The metric names a PromQL expression selects: identifiers that are not functions,
+    aggregations, keywords, labels, label values or range durations."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expression)
+    text = re.sub(r"\{[^}]*\}", "", text)
+    text = re.sub(r"\[[^\]]*\]", "", text)
+    text = re.sub(r"\boffset\s+-?\w+", "", text)
+    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
+    names = set()
+    for match in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", text):
+        if text[match.end() :].lstrip().startswith("(") or match.group().lower() in PROMQL_KEYWORDS:
+            continue
+        names.add(match.group())
+    return names
+
+
+def test_metric_names_are_found_in_promql() -> None:
+    assert metric_names(
+        'histogram_quantile(0.99, sum by (le) (rate(a_bucket{q=~"$q", x="b c"}[5m]))) '
+        "> on (queue) group_left max by (queue) (b) or vector(0) unless c offset 5m"
+    ) == {"a_bucket", "b", "c"}
+
+
+def dashboard() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return loaded
+
+
+def panels(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for panel in node.get("panels", []):
+        yield panel
+        yield from panels(panel)
+
+
+def expressions() -> Iterator[tuple[str, str]]:
+    """(where, PromQL) for every panel target and every template variable query."""
+    for panel in panels(dashboard()):
+        for target in panel.get("targets", []):
+            yield panel["title"], target["expr"]
+    for variable in dashboard()["templating"]["list"]:
+        if variable["type"] == "query":
+            query = variable["query"]["query"]
+            match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", query)
+            assert match, query
+            yield f"variable {variable['name']}", match.group(1)
+
+
+def test_the_dashboard_is_grafana_json() -> None:
+    board = dashboard()
+    assert board["title"] and board["uid"] and isinstance(board["schemaVersion"], int)
+    ids = [panel["id"] for panel in panels(board)]
+    assert len(ids) == len(set(ids)), "panel ids are unique"
+    for panel in panels(board):
+        if panel["type"] != "row":
+            assert panel["datasource"]["uid"] == "${datasource}"
+            assert panel["targets"] and panel["description"]
+            grid = panel["gridPos"]
+            assert grid["x"] + grid["w"] <= 24
+
+
+@pytest.mark.parametrize("where, expression", list(expressions()))
+def test_every_expression_names_exported_metrics(where: str, expression: str) -> None:
+    names = metric_names(expression)
+    assert names, f"{where}: no metric in {expression!r}"
+    assert names <= exported_samples(), f"{where}: {names - exported_samples()} are not exported"
+
+
+def test_the_dashboard_shows_what_operators_need() -> None:
+    per_panel = [
+        set().union(*(metric_names(t["expr"]) for t in panel.get("targets", [])))
+        for panel in panels(dashboard())
+    ]
+    for required in REQUIRED_PANELS:
+        assert any(required <= used for used in per_panel), f"no panel shows {required}"
