@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from scaler.cli import _parser
+from pathlib import Path
+
+import pytest
+
+from scaler.cli import _parser, main
 
 
 def test_common_options_go_before_or_after_the_command() -> None:
@@ -19,3 +23,29 @@ def test_common_options_go_before_or_after_the_command() -> None:
     )
     kept = parser.parse_args(["--log-format", "json", "check", "a.yaml"])
     assert kept.log_format == "json"
+
+
+def test_serve_refuses_unreadable_tls_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "missing.pem")
+    code = main(
+        ["serve", "--port", "0", "--no-metrics", "--tls-cert", missing, "--tls-key", missing]
+    )
+    assert code == 2
+    assert capsys.readouterr().err.startswith("serve: cannot read the TLS files")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+        (["--tls-client-ca", "ca.pem"], "--tls-client-ca needs --tls-cert and --tls-key"),
+    ],
+)
+def test_tls_options_go_together(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", *args])
+    assert message in capsys.readouterr().err
