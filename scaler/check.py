@@ -8,7 +8,8 @@ keys (queue, connection, format, targetAge, ...; KEDA's own keys do not count).
 Each such trigger's metadata goes through the scaler's own parser, and through KEDA's rules for
 external triggers: every value a string, scalerAddress set, metricType fitting the metric
 (workers: AverageValue, KEDA's default; age and drainTime: Value), a ScaledJob only with
-metric workers, external-push only for ScaledObjects.
+metric workers, external-push only for ScaledObjects, and a ScaledObject's fallback only
+covering AverageValue triggers.
 
 Offline, two things cannot be known:
   - connection profiles. Known ones come from --connections-dir, QUEUE_AGE_SCALER_CONNECTION_<NAME>

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import textwrap
 from pathlib import Path
 
@@ -219,4 +220,16 @@ def test_fallback_does_not_cover_value_triggers() -> None:
             + GOOD_TRIGGER
         )
         == []
+    )
+
+
+def test_manifests_from_stdin(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(SO_HEAD + GOOD_TRIGGER.replace("2", "zero")))
+    code, out = run(capsys, "--profile", "orders-redis", "-")
+    assert code == 1
+    assert out[0].startswith(
+        "<stdin>: document 0 (ScaledObject shop/orders): "
+        "spec.triggers[0].metadata.workerThroughput: problem: got 'zero'; expected a number"
     )
