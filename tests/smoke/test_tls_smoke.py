@@ -100,7 +100,7 @@ def grpcurl(
     if client_cert:
         tls += ["-cert", str(server.client_cert), "-key", str(server.client_key)]
     return subprocess.run(
-        [str(BIN / "grpcurl"), *tls, "-servername", "localhost", *args],
+        [str(BIN / "grpcurl"), *tls, *args],
         capture_output=True,
         text=True,
         timeout=30,
