@@ -326,11 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     for library in args.libraries.split(","):
         for load_name in args.loads.split(","):
             print(f"running {library} / {load_name} ...", file=sys.stderr, flush=True)
-            rows.append(
-                asyncio.run(
-                    run_one(args.redis_url, library, LOADS[load_name], args.seconds, args.interval)
-                )
+            row = asyncio.run(
+                run_one(args.redis_url, library, LOADS[load_name], args.seconds, args.interval)
             )
+            print(json.dumps(row), file=sys.stderr, flush=True)  # nothing lost if a later run fails
+            rows.append(row)
     print(json.dumps(rows, indent=1) if args.json else table(rows))
     return 0
 
