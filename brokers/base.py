@@ -26,6 +26,9 @@ class QueueSnapshot:
     ``arrivals_total`` and ``completions_total`` are monotonic counters, kept by the broker or
     by the adapter itself; only their differences mean anything. ``counts_exact`` is False when
     the counts added since the previous snapshot are lower bounds (an adapter lost track).
+    ``counts_observed_at`` is when the counters were last brought up to date, where that is
+    earlier than ``observed_at`` (RabbitMQ's management statistics are collected every few
+    seconds); the rates and the arrival history use that time.
     """
 
     observed_at: float
@@ -40,6 +43,14 @@ class QueueSnapshot:
     counts_source: str = ""
     consumers: int | None = None
     warnings: tuple[str, ...] = ()
+    counts_observed_at: float | None = None
+    #: share of time the queue could hand a message to a consumer at once (RabbitMQ)
+    consumer_capacity: float | None = None
+
+    @property
+    def counted_at(self) -> float:
+        """When ``arrivals_total`` and ``completions_total`` were true."""
+        return self.observed_at if self.counts_observed_at is None else self.counts_observed_at
 
 
 class QueueAdapter(Protocol):

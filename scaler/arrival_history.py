@@ -64,7 +64,13 @@ class ArrivalHistory:
         if self._since_thinning >= THIN_EVERY:
             self._thin()
 
-    def enqueue_time(self, arrivals_total: int, depth: int) -> EnqueueEstimate | None:
+    def recent_rate(self) -> float:
+        """Arrivals per second between the two newest points (0 with fewer than two)."""
+        if len(self._times) < 2:
+            return 0.0
+        return (self._counts[-1] - self._counts[-2]) / (self._times[-1] - self._times[-2])
+
+    def enqueue_time(self, arrivals_total: float, depth: int) -> EnqueueEstimate | None:
         """When the oldest of ``depth`` waiting jobs arrived, given ``arrivals_total`` now."""
         if not self._times or depth <= 0:
             return None

@@ -153,7 +153,7 @@ class Sampler:
             self._history.append(snapshot)
             self._trim()
             if snapshot.arrivals_total is not None:
-                self.arrivals.add(snapshot.observed_at, snapshot.arrivals_total)
+                self.arrivals.add(snapshot.counted_at, snapshot.arrivals_total)
             self._last_success = time.monotonic()
             self.last_error = None
             self._first.set()

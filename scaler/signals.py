@@ -71,7 +71,11 @@ def _oldest_age(snapshot: QueueSnapshot, arrivals: ArrivalHistory | None) -> Fig
         age = max(0.0, snapshot.observed_at - snapshot.oldest_enqueued_at)
         return Figure(age, snapshot.oldest_precision, snapshot.oldest_source)
     if arrivals is not None and snapshot.depth is not None and snapshot.arrivals_total is not None:
-        estimate = arrivals.enqueue_time(snapshot.arrivals_total, snapshot.depth)
+        # counters that lag the depth are carried forward at the recent pace, so that both
+        # describe the same moment
+        lag = snapshot.observed_at - snapshot.counted_at
+        arrived = snapshot.arrivals_total + lag * arrivals.recent_rate()
+        estimate = arrivals.enqueue_time(arrived, snapshot.depth)
         if estimate is not None:
             age = max(0.0, snapshot.observed_at - estimate.enqueued_at)
             return Figure(age, estimate.precision, "arrival-history")
@@ -80,11 +84,15 @@ def _oldest_age(snapshot: QueueSnapshot, arrivals: ArrivalHistory | None) -> Fig
 
 def _rates(history: Sequence[QueueSnapshot], window: float) -> tuple[Figure, Figure, float]:
     latest = history[-1]
-    start = latest.observed_at - window
-    # the earliest snapshot inside the window, so the rate covers as much of it as we have
-    base_index = next(i for i, s in enumerate(history) if s.observed_at >= start)
+    start = latest.counted_at - window
+    # the earliest snapshot inside the window with counts (a broker may have had none for a
+    # while), so the rate covers as much of it as we have
+    base_index = next(
+        (i for i, s in enumerate(history) if s.counted_at >= start and _has_counts(s)),
+        len(history) - 1,
+    )
     base = history[base_index]
-    span = latest.observed_at - base.observed_at
+    span = latest.counted_at - base.counted_at
     exact = all(s.counts_exact for s in itertools.islice(history, base_index + 1, None))
     precision = Precision.EXACT if exact else Precision.LOWER_BOUND
     source = latest.counts_source
@@ -93,6 +101,10 @@ def _rates(history: Sequence[QueueSnapshot], window: float) -> tuple[Figure, Fig
         _rate(base.completions_total, latest.completions_total, span, precision, source),
         span,
     )
+
+
+def _has_counts(snapshot: QueueSnapshot) -> bool:
+    return snapshot.arrivals_total is not None or snapshot.completions_total is not None
 
 
 def _rate(

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from brokers.base import Precision, QueueSnapshot
+from scaler.arrival_history import ArrivalHistory
 from scaler.signals import Figure, QueueSignals, compute_signals
 
 
@@ -310,3 +311,47 @@ def test_time_to_drain_with_window_rates() -> None:
 def test_time_to_drain_unknown_with_one_snapshot_even_if_jobs_wait() -> None:
     signals = compute_signals([QueueSnapshot(observed_at=0.0, depth=12)], window=60.0)
     assert signals.time_to_drain == Figure(None, Precision.UNKNOWN, "rates")
+
+
+# --- counters that lag the sample (RabbitMQ management totals) ---------------------------------
+
+
+def test_lagging_totals_give_rates_over_their_own_times() -> None:
+    # totals refreshed every 5 s at 10 jobs/s, sampled every second
+    history = [
+        QueueSnapshot(
+            observed_at=float(t),
+            depth=7,
+            arrivals_total=10 * 5 * (t // 5),
+            completions_total=10 * 5 * (t // 5),
+            counts_observed_at=5.0 * (t // 5),
+        )
+        for t in range(23)
+    ]
+    signals = compute_signals(history, window=60.0)
+    assert signals.arrival_rate.value == pytest.approx(10.0)
+    assert signals.rate_span == 20.0
+
+
+def test_the_estimate_carries_lagging_totals_forward_to_the_depth() -> None:
+    # 10 jobs/s since t=0, none taken; the totals were last refreshed at t=20 (200 jobs), the
+    # depth is read at t=23 (230 jobs): the oldest waiting job is the first, from t=0
+    arrivals = ArrivalHistory()
+    for t in (0.0, 5.0, 10.0, 15.0, 20.0):
+        arrivals.add(t, int(10 * t))
+    latest = QueueSnapshot(observed_at=23.0, depth=230, arrivals_total=200, counts_observed_at=20.0)
+    signals = compute_signals([latest], window=60.0, arrivals=arrivals)
+    assert signals.oldest_age.precision is Precision.ESTIMATE
+    assert signals.oldest_age.value == pytest.approx(23.0, abs=0.1)
+
+
+def test_rates_start_from_the_first_snapshot_with_counts() -> None:
+    # a broker whose counters were unreadable for a while (RabbitMQ's management API down)
+    history = [
+        QueueSnapshot(observed_at=0.0, depth=4),
+        QueueSnapshot(observed_at=5.0, depth=4, arrivals_total=10, completions_total=0),
+        QueueSnapshot(observed_at=10.0, depth=4, arrivals_total=30, completions_total=5),
+    ]
+    signals = compute_signals(history, window=60.0)
+    assert (signals.arrival_rate.value, signals.completion_rate.value) == (4.0, 1.0)
+    assert signals.rate_span == 5.0
