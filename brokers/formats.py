@@ -78,8 +78,14 @@ FORMATS: dict[str, FormatInfo] = {
         ),
         # A plain list of JSON payloads, laid out as the user says
         FormatInfo("list", "redis", "", End.TAIL, False, False, _GENERIC, _LISTS),
+        # Any RabbitMQ queue (classic, quorum, priority; Celery's too): AMQP passive declare and
+        # the management API. There is no list end to pick: the broker keeps the order.
+        FormatInfo(
+            "amqp", "rabbitmq", "", End.HEAD, True, True, frozenset({"managementUrl"}),
+            "brokers.rabbitmq:RabbitQueueAdapter",
+        ),
     )
 }  # fmt: skip
 
 #: the default format per broker
-DEFAULT_FORMAT = {"redis": "list"}
+DEFAULT_FORMAT = {"redis": "list", "rabbitmq": "amqp"}

@@ -47,6 +47,10 @@ class Metrics:
         self.depth = queue_gauge("queue_depth", "Jobs ready to run, not yet picked up")
         self.in_flight = queue_gauge("queue_in_flight", "Jobs picked up and not finished")
         self.consumers = queue_gauge("queue_consumers", "Workers attached to the queue")
+        self.consumer_capacity = queue_gauge(
+            "queue_consumer_capacity",
+            "Share of time the queue could deliver to a consumer at once (RabbitMQ)",
+        )
         self.oldest_age = queue_gauge(
             "queue_oldest_age_seconds", "Age of the oldest waiting job at the last sample"
         )
@@ -112,6 +116,7 @@ class Metrics:
         self.depth.labels(*labels).set(_value(snapshot.depth))
         self.in_flight.labels(*labels).set(_value(snapshot.in_flight))
         self.consumers.labels(*labels).set(_value(snapshot.consumers))
+        self.consumer_capacity.labels(*labels).set(_value(snapshot.consumer_capacity))
         age = None
         if snapshot.depth == 0:
             age = 0.0
@@ -126,7 +131,13 @@ class Metrics:
 
     def forget_queue(self, source: QueueSource) -> None:
         labels = (source.broker, source.queue, source.format)
-        for gauge in (self.depth, self.in_flight, self.consumers, self.oldest_age):
+        for gauge in (
+            self.depth,
+            self.in_flight,
+            self.consumers,
+            self.consumer_capacity,
+            self.oldest_age,
+        ):
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)
 

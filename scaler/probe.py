@@ -34,7 +34,10 @@ async def probe(
     for end in range(2, len(history) + 1):  # replay, so learned throughput is what a server has
         _, state = decide(compute_signals(history[:end], spec.rate_window), spec, 0.0, state)
     decision, _ = decide(signals, spec, signals.observed_at, state)
-    return report(spec, signals, decision, len(history))
+    out = report(spec, signals, decision, len(history))
+    # what the samples warned about (an unreadable timestamp, a management API that is down...)
+    out["warnings"] = sorted({kind for snapshot in history for kind in snapshot.warnings})
+    return out
 
 
 def _number(value: float | None) -> float | None:

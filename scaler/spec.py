@@ -17,6 +17,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from brokers.formats import DEFAULT_FORMAT, FORMATS, End
+from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
 from scaler.durations import parse_duration
 from scaler.errors import InvalidMetadata
 
@@ -37,7 +38,7 @@ SCHEMES = {
     "amqp": "rabbitmq",
     "amqps": "rabbitmq",
 }
-SUPPORTED_BROKERS = ("redis",)
+SUPPORTED_BROKERS = ("redis", "rabbitmq")
 
 VALUE_KEYS = frozenset(
     {
@@ -73,6 +74,8 @@ class QueueSource:
     timestamp_unit: str = "auto"
     #: the consumer group whose backlog this is (format stream)
     consumer_group: str | None = None
+    #: the RabbitMQ management API's URL, where set; derived from ``url`` otherwise
+    management_url: str | None = field(default=None, repr=False)
 
     def describe(self) -> str:
         """For messages and logs: never includes the URL."""
@@ -324,7 +327,22 @@ def _parse_source(reader: _Reader, profiles: Mapping[str, str]) -> QueueSource:
         timestamp_unit=reader.choice("timestampUnit", list(TIMESTAMP_UNITS), "auto"),
         oldest_end=oldest_end,
         consumer_group=group,
+        management_url=_management_url(reader, url) if broker == "rabbitmq" else None,
     )
+
+
+def _management_url(reader: _Reader, url: str) -> str | None:
+    """``managementUrl``, once the AMQP URL and it are known to make a management endpoint."""
+    management_url = reader.get("managementUrl") or None
+    try:
+        parse_amqp_url(url)
+    except ValueError as error:
+        raise InvalidMetadata("url", str(error)) from None
+    try:
+        management_endpoint(url, management_url)
+    except ValueError as error:
+        raise InvalidMetadata("managementUrl", str(error)) from None
+    return management_url
 
 
 def _connection_url(reader: _Reader, profiles: Mapping[str, str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import grpc
 import pytest
@@ -14,6 +15,7 @@ from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.server import RunningServer, ServerConfig, running_server
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +31,24 @@ def redis_url() -> str:
             "(scripts/services does) or point REDIS_URL at one; integration tests never skip.",
             pytrace=False,
         )
+    return url
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> str:
+    """RABBITMQ_URL (default guest@127.0.0.1:5672, vhost /), with the management API on 15672.
+    Fails, never skips, when either does not answer."""
+    url = os.environ.get("RABBITMQ_URL", DEFAULT_RABBITMQ_URL)
+    host = urlsplit(url).hostname or "127.0.0.1"
+    for port, what in ((urlsplit(url).port or 5672, "AMQP"), (15672, "the management API")):
+        try:
+            socket.create_connection((host, port), timeout=2).close()
+        except OSError as exc:
+            pytest.fail(
+                f"RabbitMQ {what} does not answer on {host}:{port} ({exc}). Start it "
+                "(scripts/services does, with the management plugin); integration tests never skip.",
+                pytrace=False,
+            )
     return url
 
 

@@ -537,10 +537,28 @@ SIDEKIQ = {"url": URL, "queue": "q", "format": "sidekiq", "workerThroughput": "1
             id="unknown broker",
         ),
         pytest.param(
-            {"url": "amqp://guest@rabbit:5672/", "queue": "q"},
-            "broker",
-            ["rabbitmq", "not supported", "supported: redis"],
-            id="rabbitmq not supported yet",
+            {"url": "amqp://guest@rabbit:5672/?cacertfile=/ca.pem", "queue": "q"},
+            "url",
+            ["TLS options need amqps://"],
+            id="TLS options on plain amqp",
+        ),
+        pytest.param(
+            {"url": "amqps://guest@rabbit/?heartbeat=5", "queue": "q"},
+            "url",
+            ["unknown query parameter", "heartbeat", "cacertfile"],
+            id="unknown amqp query parameter",
+        ),
+        pytest.param(
+            {"url": "amqps://guest@rabbit/?verify=maybe", "queue": "q"},
+            "url",
+            ["'maybe'", "verify_peer or verify_none"],
+            id="bad verify",
+        ),
+        pytest.param(
+            {"url": "amqp://guest@rabbit/", "queue": "q", "managementUrl": "rabbit:15672"},
+            "managementUrl",
+            ["not http or https"],
+            id="managementUrl without a scheme",
         ),
         pytest.param(
             {"url": URL, "queue": "events", "format": "stream", "workerThroughput": "1"},
@@ -659,7 +677,13 @@ def test_bad_dependencies(dependencies: str, fragments: list[str]) -> None:
         pytest.param({"url": SECRET_URL, "urlFromEnv": SECRET_URL, "queue": "q"}, id="both"),
         pytest.param({"url": SECRET_URL, "queue": "q", "format": "sidekiq"}, id="no capacity"),
         pytest.param({"url": f"http://:{SECRET}@redis:6379", "queue": "q"}, id="unknown scheme"),
-        pytest.param({"url": f"amqp://guest:{SECRET}@rabbit:5672/", "queue": "q"}, id="rabbitmq"),
+        pytest.param(
+            {"url": f"amqp://guest:{SECRET}@rabbit:5672/?keyfile=k", "queue": "q"}, id="rabbitmq"
+        ),
+        pytest.param(
+            {"url": f"amqp://guest:{SECRET}@rabbit/", "managementUrl": f"ftp://a:{SECRET}@m"},
+            id="bad managementUrl",
+        ),
         pytest.param(
             {"url": SECRET_URL, "managementUrl": f"http://admin:{SECRET}@rabbit:15672"},
             id="managementUrl not applying",

@@ -1,0 +1,169 @@
+"""Any RabbitMQ queue (classic, quorum, priority; Celery's included) -> QueueSnapshot.
+
+Two sources, read at once each sample, neither touching a message:
+
+- AMQP passive ``queue.declare`` (``brokers.rabbitmq_amqp``): ready messages and consumers, as
+  of now. One round trip per queue, on a connection shared by every queue of the vhost.
+- The management API (``brokers.rabbitmq_management``), one request per vhost per round:
+  ``messages_unacknowledged`` (in flight), ``consumer_capacity``, ``head_message_timestamp``,
+  and the cumulative ``message_stats``: arrivals = ``publish``; completions = ``ack`` +
+  ``deliver_no_ack`` + ``get_no_ack`` (every message that left the queue for good through a
+  consumer; messages that expire, are dropped, or are rejected without requeue are not counted).
+  The 5-second ``*_details.rate`` figures are not used: rates come from these totals.
+
+The oldest age: ``head_message_timestamp``, the AMQP ``timestamp`` property (whole seconds,
+taken as the middle of that second) of the queue's head, on classic queues whose publishers, or
+whose broker (3.12+ message interceptors), set it. It is the older of the ready head and the
+unacknowledged head held in memory, so while messages are in flight the age is an estimate; on
+a priority queue it is the head of the highest non-empty priority, so the age is a lower bound.
+Quorum queues, heads paged out to disk and messages without the property give none: the age is
+left unknown here, and the scaler estimates it from the arrival history of ``publish``.
+
+The management figures are refreshed by the broker every ``collect_statistics_interval`` (5 s
+by default) and repeated in between; the snapshot says when they were refreshed
+(``counts_observed_at``, from ``rabbitmq_management.RefreshClock``), so that the rates and the
+arrival history place the totals at that time, not at the sample.
+
+Degraded: with the management API down, the snapshot has the AMQP counts only (in flight, age
+and totals unknown) and the warning ``management_unavailable`` (``management_denied`` when the
+API refuses the user); with AMQP down, the management figures stand in for the ready count and
+consumers (``amqp_unavailable``); with both down the sample fails as BrokerUnavailable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from brokers import rabbitmq_amqp, rabbitmq_management
+from brokers.base import Precision, QueueSnapshot
+from brokers.rabbitmq_management import VhostReply
+from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
+from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from scaler.spec import QueueSource
+
+COUNTS_SOURCE = "management-totals"
+OLDEST_SOURCE = "head_message_timestamp"
+#: a passive declare slower than this counts as AMQP being down for the sample
+AMQP_TIMEOUT = 1.5
+#: warning kinds (the management ones are in brokers.rabbitmq_management)
+AMQP_UNAVAILABLE = "amqp_unavailable"
+NO_STATS = "management_no_stats"
+
+
+class RabbitQueueAdapter:
+    """Samples one RabbitMQ queue through the connections it shares with its vhost's queues."""
+
+    broker = "rabbitmq"
+
+    def __init__(self, source: QueueSource) -> None:
+        self.queue = source.queue
+        self._source = source
+        self._endpoint = parse_amqp_url(source.url)
+        self._management = management_endpoint(source.url, source.management_url)
+        try:
+            self.stats = rabbitmq_management.acquire(self._management, self._endpoint.vhost)
+        except (OSError, ssl.SSLError) as exc:
+            raise QueueMisconfigured(
+                f"{source.describe()}: cannot load a TLS file for the management API: {exc}"
+            ) from None
+        self.connection = rabbitmq_amqp.acquire(self._endpoint)
+        self._used = 0.0  # start of the management reply used last
+
+    async def aclose(self) -> None:
+        await rabbitmq_amqp.release(self._endpoint)
+        await rabbitmq_management.release(self._management)
+
+    async def sample(self) -> QueueSnapshot:
+        declared, reply = await asyncio.gather(
+            asyncio.wait_for(self.connection.declare_passive(self.queue), AMQP_TIMEOUT),
+            self.stats.reply_after(self._used),
+            return_exceptions=True,
+        )
+        observed_at = time.time()
+        if isinstance(reply, BaseException):
+            raise reply
+        self._used = reply.started
+        if isinstance(declared, TimeoutError):
+            declared = BrokerUnavailable(
+                self.broker, self.queue, f"AMQP: no answer within {AMQP_TIMEOUT:g}s"
+            )
+        if isinstance(declared, BaseException) and not isinstance(declared, BrokerUnavailable):
+            raise declared  # QueueMisconfigured, or a bug
+        entry = reply.queues.get(self.queue)
+        if isinstance(declared, BrokerUnavailable) and entry is None:
+            why = reply.error[1] if reply.error else "no figures for the queue"
+            raise BrokerUnavailable(self.broker, self.queue, f"{declared}; management API: {why}")
+        if entry is not None and entry.get("type") == "stream":
+            raise QueueMisconfigured(
+                f"{self._source.describe()} is a stream, not a job queue; streams are not supported"
+            )
+        return self._snapshot(observed_at, declared, reply, entry)
+
+    def _snapshot(
+        self,
+        observed_at: float,
+        declared: tuple[int, int] | BrokerUnavailable,
+        reply: VhostReply,
+        entry: Mapping[str, Any] | None,
+    ) -> QueueSnapshot:
+        warnings: list[str] = []
+        if reply.error is not None:
+            warnings.append(reply.error[0])
+        elif entry is None or "messages_ready" not in entry:
+            warnings.append(NO_STATS)  # a new queue whose figures the broker has not emitted yet
+            entry = None
+        if isinstance(declared, BrokerUnavailable):
+            warnings.append(AMQP_UNAVAILABLE)
+            assert entry is not None  # sample() raised otherwise
+            depth, consumers = _int(entry.get("messages_ready")), _int(entry.get("consumers"))
+        else:
+            depth, consumers = declared
+        if entry is None:
+            return QueueSnapshot(
+                observed_at=observed_at,
+                depth=depth,
+                consumers=consumers,
+                counts_source=COUNTS_SOURCE,
+                warnings=tuple(warnings),
+            )
+        stats: Mapping[str, Any] = entry.get("message_stats") or {}
+        arrivals = _int(stats.get("publish")) or 0
+        completions = sum(_int(stats.get(k)) or 0 for k in ("ack", "deliver_no_ack", "get_no_ack"))
+        in_flight = _int(entry.get("messages_unacknowledged"))
+        head = _int(entry.get("head_message_timestamp"))  # '' on quorum queues, or no head
+        priority = "x-max-priority" in (entry.get("arguments") or {})
+        return QueueSnapshot(
+            observed_at=observed_at,
+            depth=depth,
+            in_flight=in_flight,
+            oldest_enqueued_at=head + 0.5 if head else None,  # the middle of a whole second
+            oldest_precision=_head_precision(in_flight, priority) if head else Precision.UNKNOWN,
+            oldest_source=OLDEST_SOURCE if head else "",
+            arrivals_total=arrivals,
+            completions_total=completions,
+            counts_source=COUNTS_SOURCE,
+            consumers=consumers,
+            consumer_capacity=_float(entry.get("consumer_capacity")),
+            warnings=tuple(warnings),
+            counts_observed_at=reply.refreshed_at.get(self.queue, reply.at),
+        )
+
+
+def _head_precision(in_flight: int | None, priority: bool) -> Precision:
+    if in_flight != 0:  # the head may be an unacknowledged message, older than the ready head
+        return Precision.ESTIMATE
+    if priority:  # older messages may wait at lower priorities
+        return Precision.LOWER_BOUND
+    return Precision.EXACT
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

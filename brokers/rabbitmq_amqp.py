@@ -1,0 +1,208 @@
+"""AMQP passive ``queue.declare`` through pika, off the event loop.
+
+Each AMQP endpoint (host, port, vhost, user, TLS) gets one pika ``BlockingConnection`` owned by
+one thread, shared by every adapter on it. Requests queue up for that thread and run in turn
+on one channel; between them the thread services the connection's heartbeats. A thread rather
+than pika's asyncio adapter: the blocking API gives each declare a plain reply-or-exception,
+and when a declare of a missing queue closes the channel (404), the next request simply opens a
+new one, with no callbacks racing in between. A request whose caller gave up is skipped.
+
+A passive declare never creates a queue; its reply counts the ready messages only (not the
+unacknowledged ones) and the consumers. Quorum queues answer 0/0 when their leader does not
+answer within 250 ms (``rabbit_quorum_queue:stat/1``): a known gap of this source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import queue
+import ssl
+import threading
+from dataclasses import dataclass
+
+import pika
+import pika.exceptions
+
+from brokers.rabbitmq_url import AmqpEndpoint
+from scaler.errors import BrokerUnavailable, QueueMisconfigured
+
+#: seconds between heartbeats; the thread services them while no request runs
+HEARTBEAT = 10
+#: how long the thread waits for a request before servicing the connection
+IDLE_POLL = 1.0
+CONNECT_TIMEOUT = 2.0
+#: AMQP reply codes that no retry will fix: access refused, vhost not found or not allowed
+REFUSED = (403, 530)
+
+_Request = tuple[str, "concurrent.futures.Future[tuple[int, int]]"]
+
+# pika logs every connection it opens and closes at INFO: one line per reconnect is noise here
+logging.getLogger("pika").setLevel(logging.WARNING)
+
+
+class AmqpConnection:
+    """One AMQP connection and the thread that owns it."""
+
+    def __init__(self, endpoint: AmqpEndpoint) -> None:
+        self.endpoint = endpoint
+        #: protocol round trips made (connection opens count as one), for benchmarks and tests
+        self.round_trips = 0
+        self._requests: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+        self._connection: pika.BlockingConnection | None = None
+        self._channel: pika.adapters.blocking_connection.BlockingChannel | None = None
+        self._thread = threading.Thread(
+            target=self._run, name=f"amqp {endpoint.host}:{endpoint.port}", daemon=True
+        )
+        self._thread.start()
+
+    async def declare_passive(self, name: str) -> tuple[int, int]:
+        """(ready messages, consumers) of queue ``name``.
+
+        Raises QueueMisconfigured when the queue or the vhost does not exist or the user may not
+        see them, BrokerUnavailable when the broker does not answer."""
+        future: concurrent.futures.Future[tuple[int, int]] = concurrent.futures.Future()
+        self._requests.put((name, future))
+        return await asyncio.wrap_future(future)
+
+    async def aclose(self) -> None:
+        self._requests.put(None)
+        await asyncio.to_thread(self._thread.join, 5.0)
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            try:
+                request = self._requests.get(timeout=IDLE_POLL)
+            except queue.Empty:
+                self._service()
+                continue
+            if request is None:
+                break
+            name, future = request
+            if not future.set_running_or_notify_cancel():
+                continue  # the caller gave up
+            try:
+                future.set_result(self._declare(name))
+            except BaseException as exc:  # handed to the caller, raised there
+                future.set_exception(exc)
+        self._drop()
+
+    def _service(self) -> None:
+        if self._connection is not None:
+            try:
+                self._connection.process_data_events(0)
+            except pika.exceptions.AMQPError:
+                self._drop()
+
+    def _declare(self, name: str) -> tuple[int, int]:
+        for attempt in (1, 2):  # one retry on a fresh connection (after a broker restart, say)
+            try:
+                channel = self._open_channel()
+                self.round_trips += 1
+                frame = channel.queue_declare(name, passive=True)
+            except pika.exceptions.ChannelClosedByBroker as exc:
+                self._channel = None
+                raise self._refused(name, exc.reply_code, exc.reply_text) from None
+            except pika.exceptions.ConnectionClosedByBroker as exc:
+                self._drop()
+                if exc.reply_code in REFUSED:
+                    raise self._refused(name, exc.reply_code, exc.reply_text) from None
+                if attempt == 2:
+                    raise self._unavailable(name, exc) from None
+            except (pika.exceptions.AMQPError, OSError) as exc:
+                self._drop()
+                if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
+                    raise self._unavailable(name, "authentication refused") from None
+                if attempt == 2:
+                    raise self._unavailable(name, exc) from None
+            else:
+                method = frame.method
+                return int(method.message_count), int(method.consumer_count)
+        raise AssertionError("unreachable")
+
+    def _open_channel(self) -> pika.adapters.blocking_connection.BlockingChannel:
+        if self._connection is None or not self._connection.is_open:
+            self._connection = pika.BlockingConnection(self._parameters())
+            self._channel = None
+            self.round_trips += 1
+        if self._channel is None or not self._channel.is_open:
+            self._channel = self._connection.channel()
+            self.round_trips += 1
+        return self._channel
+
+    def _parameters(self) -> pika.ConnectionParameters:
+        e = self.endpoint
+        tls = None
+        if e.tls is not None:
+            try:
+                context = e.tls.context()
+            except (OSError, ssl.SSLError) as exc:
+                raise QueueMisconfigured(
+                    f"rabbitmq: cannot load a TLS file of url: {exc}"
+                ) from None
+            tls = pika.SSLOptions(context, e.tls.server_name or e.host)
+        return pika.ConnectionParameters(
+            host=e.host,
+            port=e.port,
+            virtual_host=e.vhost,
+            credentials=pika.PlainCredentials(e.username, e.password),
+            ssl_options=tls,
+            heartbeat=HEARTBEAT,
+            socket_timeout=CONNECT_TIMEOUT,
+            stack_timeout=2 * CONNECT_TIMEOUT,
+            connection_attempts=1,
+            client_properties={"connection_name": "queue-age-scaler"},
+        )
+
+    def _drop(self) -> None:
+        connection, self._connection, self._channel = self._connection, None, None
+        if connection is not None and connection.is_open:
+            with contextlib.suppress(pika.exceptions.AMQPError, OSError):
+                connection.close()
+
+    def _refused(self, name: str, code: int, text: str) -> QueueMisconfigured:
+        where = f"rabbitmq queue {name!r} in vhost {self.endpoint.vhost!r}"
+        if code == 404:
+            return QueueMisconfigured(
+                f"{where} does not exist ({text}); the scaler never creates queues: "
+                "declare it (start a worker or producer), or fix queue or the vhost in the URL"
+            )
+        return QueueMisconfigured(f"{where}: the broker refused access ({code} {text})")
+
+    def _unavailable(self, name: str, error: Exception | str) -> BrokerUnavailable:
+        detail = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        if self.endpoint.password:
+            detail = detail.replace(self.endpoint.password, "<hidden>")
+        return BrokerUnavailable("rabbitmq", name, f"AMQP: {detail}")
+
+
+@dataclass(slots=True)
+class _Shared:
+    connection: AmqpConnection
+    users: int = 0
+
+
+#: one connection per AMQP endpoint, shared by every adapter on it
+_SHARED: dict[AmqpEndpoint, _Shared] = {}
+
+
+def acquire(endpoint: AmqpEndpoint) -> AmqpConnection:
+    """The shared connection of ``endpoint``; release it with :func:`release`."""
+    shared = _SHARED.get(endpoint)
+    if shared is None:
+        shared = _SHARED[endpoint] = _Shared(AmqpConnection(endpoint))
+    shared.users += 1
+    return shared.connection
+
+
+async def release(endpoint: AmqpEndpoint) -> None:
+    """One user fewer; the last one closes the connection and ends its thread."""
+    shared = _SHARED[endpoint]
+    shared.users -= 1
+    if shared.users == 0:
+        del _SHARED[endpoint]
+        await shared.connection.aclose()

@@ -1,0 +1,200 @@
+"""The RabbitMQ adapter on a real RabbitMQ (3.10 from the OS packages): classic, quorum and
+priority queues, Celery's, a backlog nobody consumes, messages held unacknowledged by a real
+consumer, a missing queue, and one management request per vhost however many queues."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pika
+import pytest
+from celery import Celery
+
+from brokers.base import Precision
+from brokers.rabbitmq import RabbitQueueAdapter
+from brokers.registry import open_adapter
+from scaler.errors import QueueMisconfigured
+from tests.integration.rabbit import Rabbit, rabbit, spec_for, spread, unique, watching
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+#: how long the broker may take to show a new queue's figures: its own statistics emission
+#: and the management collector's, 5 s each by default
+STATS_DELAY = 15.0
+
+
+@pytest.fixture
+def helper(rabbitmq_url: str) -> Iterator[Rabbit]:
+    with rabbit(rabbitmq_url) as made:
+        yield made
+
+
+async def test_classic_queue_age_from_head_message_timestamp(
+    rabbitmq_url: str, helper: Rabbit
+) -> None:
+    queue = helper.declare(unique("classic"))
+    enqueued = time.time() - 40.0
+    for age in (40.0, 30.0, 20.0):  # the oldest first, each with the AMQP timestamp property
+        helper.publish(queue, timestamp=int(time.time() - age))
+    async with watching(spec_for(rabbitmq_url, queue)) as watch:
+        snapshot, signals = await watch.until(
+            lambda s, _: s.oldest_source == "head_message_timestamp", STATS_DELAY, "the head"
+        )
+    assert signals.oldest_age.value == pytest.approx(snapshot.observed_at - enqueued, abs=1.5)
+    assert signals.oldest_age.precision is Precision.EXACT
+    assert (snapshot.depth, snapshot.in_flight, snapshot.consumers) == (3, 0, 0)
+    assert snapshot.arrivals_total == 3
+    assert snapshot.counts_source == "management-totals"
+
+
+async def test_quorum_queue_age_from_the_arrival_history(rabbitmq_url: str, helper: Rabbit) -> None:
+    queue = helper.declare(unique("quorum"), quorum=True)
+    spec = spec_for(rabbitmq_url, queue)
+    async with watching(spec) as watch:
+        await watch.until(lambda s, _: s.arrivals_total is not None, STATS_DELAY, "first totals")
+        await spread(helper, queue, 40, 8.0)  # no timestamps: quorum queues show none anyway
+        # once the broker has shown every publish, the history spans the oldest job
+        snapshot, signals = await watch.until(
+            lambda s, _: s.arrivals_total == 40, STATS_DELAY, "all 40 publishes"
+        )
+    truth = snapshot.observed_at - helper.published[queue][0]
+    assert signals.oldest_age.source == "arrival-history"
+    assert signals.oldest_age.precision is Precision.ESTIMATE
+    assert signals.oldest_age.value == pytest.approx(truth, abs=spec.sample_interval + 0.05 * truth)
+    assert snapshot.depth == 40
+    assert snapshot.oldest_enqueued_at is None  # quorum queues have no head_message_timestamp
+    assert signals.arrival_rate.value is not None and signals.arrival_rate.value > 0
+
+
+async def test_celery_tasks_over_amqp(rabbitmq_url: str, helper: Rabbit) -> None:
+    queue = unique("celery")
+    app = Celery("qas-test", broker=rabbitmq_url)
+    try:
+        first = time.time()
+        for _ in range(6):
+            app.send_task("tasks.add", args=(1, 2), queue=queue)
+            await asyncio.sleep(0.5)
+        helper.queues.append(queue)  # Celery declared it (classic, durable): delete it after
+        async with watching(spec_for(rabbitmq_url, queue)) as watch:
+            snapshot, signals = await watch.until(
+                lambda s, g: s.arrivals_total == 6 and g.oldest_age.value is not None,
+                STATS_DELAY,
+                "the six tasks and an age",
+            )
+    finally:
+        with app.connection_for_write() as connection:
+            connection.default_channel.exchange_delete(queue)
+        app.close()
+    assert snapshot.depth == 6
+    assert snapshot.consumers == 0
+    # Celery sets no AMQP timestamp: the scaler started after the tasks were sent, so the
+    # arrival history only knows they are older than its first point
+    assert signals.oldest_age.source == "arrival-history"
+    assert signals.oldest_age.precision is Precision.LOWER_BOUND
+    age = signals.oldest_age.value
+    assert age is not None and 0 < age <= snapshot.observed_at - first + 0.5
+
+
+async def test_priority_queue_head_is_a_lower_bound(rabbitmq_url: str, helper: Rabbit) -> None:
+    queue = helper.declare(unique("priority"), arguments={"x-max-priority": 10})
+    helper.publish(queue, timestamp=int(time.time() - 30), priority=1)
+    head = time.time() - 10
+    helper.publish(queue, timestamp=int(head), priority=9)
+    async with watching(spec_for(rabbitmq_url, queue)) as watch:
+        snapshot, signals = await watch.until(
+            lambda s, _: s.oldest_source == "head_message_timestamp", STATS_DELAY, "the head"
+        )
+    # the broker shows the head of the highest priority: the older low-priority job waits too
+    assert signals.oldest_age.precision is Precision.LOWER_BOUND
+    assert signals.oldest_age.value == pytest.approx(snapshot.observed_at - head, abs=1.5)
+    assert snapshot.depth == 2
+
+
+async def test_backlog_with_no_consumers(rabbitmq_url: str, helper: Rabbit) -> None:
+    queue = helper.declare(unique("backlog"))
+    helper.publish(queue, 50)
+    async with watching(spec_for(rabbitmq_url, queue)) as watch:
+        snapshot, signals = await watch.until(
+            lambda s, _: s.in_flight is not None, STATS_DELAY, "the management figures"
+        )
+    assert (snapshot.depth, snapshot.in_flight, snapshot.consumers) == (50, 0, 0)
+    assert snapshot.consumer_capacity == 0.0
+    assert signals.depth == 50
+
+
+async def test_unacknowledged_messages_are_in_flight(rabbitmq_url: str, helper: Rabbit) -> None:
+    queue = helper.declare(unique("unacked"))
+    helper.publish(queue, 10)
+    held = threading.Event()
+    stop = threading.Event()
+
+    def consume_without_acking() -> None:  # a real consumer that takes 3 and works "forever"
+        connection = pika.BlockingConnection(pika.URLParameters(rabbitmq_url))
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=3)
+        received: list[int] = []
+        channel.basic_consume(queue, lambda *_: received.append(1))
+        while not stop.is_set():
+            connection.process_data_events(0.1)
+            if len(received) == 3:
+                held.set()
+        connection.close()  # the broker requeues the three
+
+    consumer = threading.Thread(target=consume_without_acking)
+    consumer.start()
+    try:
+        assert await asyncio.to_thread(held.wait, 10.0)
+        async with watching(spec_for(rabbitmq_url, queue)) as watch:
+            snapshot, _ = await watch.until(
+                lambda s, _: s.in_flight == 3, STATS_DELAY, "three messages in flight"
+            )
+    finally:
+        stop.set()
+        await asyncio.to_thread(consumer.join)
+    assert (snapshot.depth, snapshot.consumers) == (7, 1)
+
+
+async def test_missing_queue_names_vhost_and_queue_and_the_channel_recovers(
+    rabbitmq_url: str, helper: Rabbit
+) -> None:
+    present = helper.declare(unique("present"))
+    missing = unique("missing")
+    absent = open_adapter(spec_for(rabbitmq_url, missing).source)
+    there = open_adapter(spec_for(rabbitmq_url, present).source)
+    try:
+        with pytest.raises(QueueMisconfigured) as caught:
+            await absent.sample()
+        assert f"'{missing}' in vhost '/'" in str(caught.value)
+        assert "guest" not in str(caught.value)
+        # the 404 closed the shared channel; the next declare opens another
+        assert (await there.sample()).depth == 0
+        with pytest.raises(QueueMisconfigured):
+            await absent.sample()
+    finally:
+        await absent.aclose()
+        await there.aclose()
+    # never created by the scaler
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker):
+        helper.channel.queue_declare(missing, passive=True)
+
+
+async def test_queues_of_one_vhost_share_one_request_per_round_and_one_connection(
+    rabbitmq_url: str, helper: Rabbit
+) -> None:
+    queues = [helper.declare(unique(f"shared{i}")) for i in range(3)]
+    adapters = [open_adapter(spec_for(rabbitmq_url, q).source) for q in queues]
+    try:
+        assert all(isinstance(a, RabbitQueueAdapter) for a in adapters)
+        rabbits = [a for a in adapters if isinstance(a, RabbitQueueAdapter)]
+        assert len({id(a.connection) for a in rabbits}) == 1
+        assert len({id(a.stats) for a in rabbits}) == 1
+        before = rabbits[0].stats.requests
+        for _ in range(4):  # four rounds of three samplers
+            await asyncio.gather(*(a.sample() for a in adapters))
+        assert rabbits[0].stats.requests - before == 4
+    finally:
+        for adapter in adapters:
+            await adapter.aclose()
