@@ -40,6 +40,7 @@ from typing import Any
 
 from brokers import rabbitmq_amqp, rabbitmq_management
 from brokers.base import Precision, QueueSnapshot
+from brokers.rabbitmq_amqp import AmqpUnavailable
 from brokers.rabbitmq_management import VhostReply
 from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
 from scaler.errors import BrokerUnavailable, QueueMisconfigured
@@ -88,37 +89,40 @@ class RabbitQueueAdapter:
             raise reply
         self._used = reply.started
         if isinstance(declared, TimeoutError):
-            declared = BrokerUnavailable(
-                self.broker, self.queue, f"AMQP: no answer within {AMQP_TIMEOUT:g}s"
-            )
-        if isinstance(declared, BaseException) and not isinstance(declared, BrokerUnavailable):
+            declared = AmqpUnavailable(f"no answer within {AMQP_TIMEOUT:g}s")
+        if isinstance(declared, BaseException) and not isinstance(declared, AmqpUnavailable):
             raise declared  # QueueMisconfigured, or a bug
         entry = reply.queues.get(self.queue)
-        if isinstance(declared, BrokerUnavailable) and entry is None:
-            why = reply.error[1] if reply.error else "no figures for the queue"
-            raise BrokerUnavailable(self.broker, self.queue, f"{declared}; management API: {why}")
         if entry is not None and entry.get("type") == "stream":
             raise QueueMisconfigured(
                 f"{self._source.describe()} is a stream, not a job queue; streams are not supported"
+            )
+        if entry is not None and "messages_ready" not in entry:
+            entry = None  # a new queue whose figures the broker has not emitted yet
+        if isinstance(declared, AmqpUnavailable) and entry is None:
+            why = reply.error[1] if reply.error else "no figures for the queue yet"
+            raise BrokerUnavailable(
+                self.broker, self.queue, f"AMQP: {declared}; management API: {why}"
             )
         return self._snapshot(observed_at, declared, reply, entry)
 
     def _snapshot(
         self,
         observed_at: float,
-        declared: tuple[int, int] | BrokerUnavailable,
+        declared: tuple[int, int] | AmqpUnavailable,
         reply: VhostReply,
         entry: Mapping[str, Any] | None,
     ) -> QueueSnapshot:
         warnings: list[str] = []
         if reply.error is not None:
             warnings.append(reply.error[0])
-        elif entry is None or "messages_ready" not in entry:
-            warnings.append(NO_STATS)  # a new queue whose figures the broker has not emitted yet
-            entry = None
-        if isinstance(declared, BrokerUnavailable):
-            warnings.append(AMQP_UNAVAILABLE)
+        elif entry is None:
+            warnings.append(NO_STATS)
+        depth: int | None
+        consumers: int | None
+        if isinstance(declared, AmqpUnavailable):
             assert entry is not None  # sample() raised otherwise
+            warnings.append(AMQP_UNAVAILABLE)
             depth, consumers = _int(entry.get("messages_ready")), _int(entry.get("consumers"))
         else:
             depth, consumers = declared

@@ -27,7 +27,7 @@ import pika
 import pika.exceptions
 
 from brokers.rabbitmq_url import AmqpEndpoint
-from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from scaler.errors import QueueMisconfigured
 
 #: seconds between heartbeats; the thread services them while no request runs
 HEARTBEAT = 10
@@ -39,8 +39,13 @@ REFUSED = (403, 530)
 
 _Request = tuple[str, "concurrent.futures.Future[tuple[int, int]]"]
 
-# pika logs every connection it opens and closes at INFO: one line per reconnect is noise here
-logging.getLogger("pika").setLevel(logging.WARNING)
+# pika logs each connection it opens and closes, and each failure several times over: the
+# failures reach the sampler as exceptions, which logs each once
+logging.getLogger("pika").setLevel(logging.CRITICAL)
+
+
+class AmqpUnavailable(Exception):
+    """The broker did not answer over AMQP (the message names no secret)."""
 
 
 class AmqpConnection:
@@ -62,7 +67,7 @@ class AmqpConnection:
         """(ready messages, consumers) of queue ``name``.
 
         Raises QueueMisconfigured when the queue or the vhost does not exist or the user may not
-        see them, BrokerUnavailable when the broker does not answer."""
+        see them, AmqpUnavailable when the broker does not answer."""
         future: concurrent.futures.Future[tuple[int, int]] = concurrent.futures.Future()
         self._requests.put((name, future))
         return await asyncio.wrap_future(future)
@@ -112,13 +117,17 @@ class AmqpConnection:
                 if exc.reply_code in REFUSED:
                     raise self._refused(name, exc.reply_code, exc.reply_text) from None
                 if attempt == 2:
-                    raise self._unavailable(name, exc) from None
+                    raise self._unavailable(exc) from None
             except (pika.exceptions.AMQPError, OSError) as exc:
                 self._drop()
                 if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
-                    raise self._unavailable(name, "authentication refused") from None
+                    raise self._unavailable("authentication refused") from None
+                if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
+                    raise self._refused(
+                        name, 530, str(exc)
+                    ) from None  # no such vhost, or no access
                 if attempt == 2:
-                    raise self._unavailable(name, exc) from None
+                    raise self._unavailable(exc) from None
             else:
                 method = frame.method
                 return int(method.message_count), int(method.consumer_count)
@@ -166,6 +175,11 @@ class AmqpConnection:
 
     def _refused(self, name: str, code: int, text: str) -> QueueMisconfigured:
         where = f"rabbitmq queue {name!r} in vhost {self.endpoint.vhost!r}"
+        if code == 530:
+            return QueueMisconfigured(
+                f"{where}: the broker refused the vhost ({text}); fix the vhost in the URL "
+                "(the path: /%2F for /) or the user's permissions"
+            )
         if code == 404:
             return QueueMisconfigured(
                 f"{where} does not exist ({text}); the scaler never creates queues: "
@@ -173,11 +187,14 @@ class AmqpConnection:
             )
         return QueueMisconfigured(f"{where}: the broker refused access ({code} {text})")
 
-    def _unavailable(self, name: str, error: Exception | str) -> BrokerUnavailable:
-        detail = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    def _unavailable(self, error: Exception | str) -> AmqpUnavailable:
+        if isinstance(error, str):
+            detail = error
+        else:  # pika's AMQPConnectionError says nothing in str(), its cause is in repr()
+            detail = f"{type(error).__name__}: {error}" if str(error) else repr(error)
         if self.endpoint.password:
             detail = detail.replace(self.endpoint.password, "<hidden>")
-        return BrokerUnavailable("rabbitmq", name, f"AMQP: {detail}")
+        return AmqpUnavailable(detail)
 
 
 @dataclass(slots=True)

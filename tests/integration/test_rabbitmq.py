@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 import pika
 import pytest
 from celery import Celery
@@ -16,7 +17,8 @@ from celery import Celery
 from brokers.base import Precision
 from brokers.rabbitmq import RabbitQueueAdapter
 from brokers.registry import open_adapter
-from scaler.errors import QueueMisconfigured
+from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from tests.conftest import free_port
 from tests.integration.rabbit import Rabbit, rabbit, spec_for, spread, unique, watching
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -198,3 +200,65 @@ async def test_queues_of_one_vhost_share_one_request_per_round_and_one_connectio
     finally:
         for adapter in adapters:
             await adapter.aclose()
+
+
+async def test_a_vhost_named_in_the_url(rabbitmq_url: str) -> None:
+    vhost = unique("vhost")
+    api = httpx.Client(base_url="http://127.0.0.1:15672", auth=("guest", "guest"), timeout=10)
+    api.put(f"/api/vhosts/{vhost}").raise_for_status()
+    try:
+        api.put(
+            f"/api/permissions/{vhost}/guest", json={"configure": ".*", "write": ".*", "read": ".*"}
+        ).raise_for_status()
+        url = rabbitmq_url.rsplit("/", 1)[0] + f"/{vhost}"
+        with rabbit(url) as helper:
+            queue = helper.declare(unique("in-vhost"))
+            helper.publish(queue, 2)
+            adapter = open_adapter(spec_for(url, queue).source)
+            try:
+                assert (await adapter.sample()).depth == 2
+            finally:
+                await adapter.aclose()
+        missing = open_adapter(spec_for(rabbitmq_url.rsplit("/", 1)[0] + "/nope", "q").source)
+        try:
+            with pytest.raises(QueueMisconfigured) as caught:
+                await missing.sample()
+        finally:
+            await missing.aclose()
+        assert "vhost 'nope'" in str(caught.value)
+    finally:
+        api.delete(f"/api/vhosts/{vhost}")
+        api.close()
+
+
+async def test_amqp_down_falls_back_to_the_management_figures_and_both_down_is_unavailable(
+    helper: Rabbit,
+) -> None:
+    queue = helper.declare(unique("amqp-down"))
+    helper.publish(queue, 5)
+    closed = free_port()  # nothing listens there: AMQP is "down"
+    url = f"amqp://guest:guest@127.0.0.1:{closed}/%2F"
+    adapter = open_adapter(spec_for(url, queue, managementUrl="http://127.0.0.1:15672").source)
+    try:
+        for _ in range(int(STATS_DELAY * 2)):  # unavailable until the broker shows the figures,
+            try:  # which lag the queue by a statistics interval or two
+                snapshot = await adapter.sample()
+                if snapshot.depth == 5:
+                    break
+            except BrokerUnavailable as error:
+                assert "management API: no figures for the queue yet" in str(error)
+            await asyncio.sleep(0.5)
+    finally:
+        await adapter.aclose()
+    assert snapshot.warnings == ("amqp_unavailable",)
+    assert (snapshot.depth, snapshot.in_flight, snapshot.consumers) == (5, 0, 0)
+
+    down = open_adapter(
+        spec_for(url, queue, managementUrl=f"http://guest:guest@127.0.0.1:{closed}").source
+    )
+    try:
+        with pytest.raises(BrokerUnavailable) as caught:
+            await down.sample()
+    finally:
+        await down.aclose()
+    assert "AMQP: " in str(caught.value) and "management API: ConnectError" in str(caught.value)
