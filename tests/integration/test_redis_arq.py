@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -32,21 +31,6 @@ from scaler.spec import parse_metadata
 pytestmark = pytest.mark.integration
 
 AGE_TOLERANCE = 1.0
-
-
-@pytest.fixture
-def token() -> str:
-    return uuid.uuid4().hex[:10]
-
-
-@pytest.fixture
-async def r(redis_url: str, token: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url)
-    yield client
-    keys = [key async for key in client.scan_iter(match=f"*{token}*", count=1000)]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import asyncio
 import itertools
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from queue import Empty
@@ -34,21 +33,6 @@ pytestmark = pytest.mark.integration
 
 TASK = "reports.render"
 SEP = "\x06\x16"
-
-
-@pytest.fixture
-def token() -> str:
-    return uuid.uuid4().hex[:10]
-
-
-@pytest.fixture
-async def r(redis_url: str, token: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url)
-    yield client
-    keys = [key async for key in client.scan_iter(match=f"*{token}*", count=1000)]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -30,21 +29,6 @@ pytestmark = pytest.mark.integration
 AGE_TOLERANCE = 1.0
 #: the oldest, middle and newest job, in seconds before now
 AGES = (30.0, 20.0, 10.0)
-
-
-@pytest.fixture
-def token() -> str:
-    return uuid.uuid4().hex[:10]
-
-
-@pytest.fixture
-async def r(redis_url: str, token: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url)
-    yield client
-    keys = [key async for key in client.scan_iter(match=f"*{token}*", count=1000)]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
 
 
 @pytest.fixture
