@@ -18,7 +18,8 @@ request: a queue whose figures differ from the previous reply's was refreshed in
 as halfway); refreshes come once per period, so two refreshes of a queue bound the period (they
 are a whole number of periods apart; ``reductions``, which a quorum queue's process adds to on
 every refresh, makes them frequent), and figures unchanged for longer than that bound were
-refreshed, unchanged, within it. Until a bound is seen the broker default (+1 s) is assumed.
+refreshed, unchanged, within it. While that bound agrees with the broker default (5 s) the
+default is taken as the period; until a bound is seen, the default + 1 s.
 """
 
 from __future__ import annotations
@@ -54,8 +55,16 @@ COLUMNS = (
 )
 #: a request slower than this counts as the API being down for the round
 TIMEOUT = 1.5
-#: the longest the figures are taken to go unrefreshed until replies show a shorter bound
-DEFAULT_REFRESH_BOUND = 6.0
+#: the figure whose refresh times the totals
+ARRIVALS = "message_stats.publish"
+#: RabbitMQ's default ``collect_statistics_interval``, taken as the period while the replies
+#: agree with it
+DEFAULT_PERIOD = 5.0
+#: the learned bound agrees with the default period when it exceeds it by at most the spacing
+#: of the replies and this (the collector's own work)
+AGREEMENT_SLACK = 0.1
+#: the longest the figures are taken to go unrefreshed until two refreshes have been seen
+DEFAULT_REFRESH_BOUND = DEFAULT_PERIOD + 1.0
 #: warning kinds: the API did not answer (or answered an error), or refused the credentials
 UNAVAILABLE = "management_unavailable"
 DENIED = "management_denied"
@@ -80,56 +89,81 @@ class VhostReply:
 
 
 class RefreshClock:
-    """When the broker last refreshed each queue's figures, told from successive replies.
+    """When the broker last refreshed each queue's arrivals total, told from successive replies.
 
-    A refresh is not one instant: each statistics table has its own collector (``reductions``
-    changes some 50 ms after ``publish``), so a refresh can show as changes in two replies in a
-    row. Such a run is one refresh: it bounds the period from its first window, and within it
-    only a change of the totals moves their time.
+    Each statistics table has its own collector, on its own phase: ``publish``, ``ack`` and
+    ``reductions`` change up to a second or more apart. So each figure is followed on its own:
+    a figure changes only when its collector refreshes it, once per period, and two changes of
+    one figure bound the period. The totals are placed at the refresh of ``publish`` (the
+    arrivals, which the age estimate needs to the second); completions refresh within a second or
+    so of it.
     """
 
     def __init__(self) -> None:
-        self._figures: dict[str, Mapping[str, Any]] = {}
+        self._figures: dict[str, dict[str, Any]] = {}
         self._refreshed: dict[str, float] = {}
-        #: the lower end of the window in which each queue's latest refresh began
-        self._refresh_after: dict[str, float] = {}
-        #: queues whose figures changed in the latest reply
-        self._changed: set[str] = set()
+        #: (queue, figure) -> the lower end of the window in which the figure last changed
+        self._changed_after: dict[tuple[str, str], float] = {}
+        #: (queue, figure) that changed in the latest reply
+        self._changed: set[tuple[str, str]] = set()
         self._previous_at: float | None = None
-        #: the shortest span seen to hold two refreshes of one queue: the period is below it
+        #: the longest gap seen between two replies: how wide a refresh's window can be
+        self._spacing = 0.0
+        #: the shortest span seen to hold two refreshes of one figure: the period is below it
         self.learned_bound = math.inf
 
     @property
     def bound(self) -> float:
-        return self.learned_bound if math.isfinite(self.learned_bound) else DEFAULT_REFRESH_BOUND
+        """The longest a figure goes unrefreshed: the learned bound, or the default period
+        where the learned bound agrees with it (replies a second apart cannot tell better)."""
+        if not math.isfinite(self.learned_bound):
+            return DEFAULT_REFRESH_BOUND
+        if self.learned_bound <= DEFAULT_PERIOD + self._spacing + AGREEMENT_SLACK:
+            return min(self.learned_bound, DEFAULT_PERIOD)
+        return self.learned_bound
 
     def observe(self, queues: Mapping[str, Mapping[str, Any]], at: float) -> dict[str, float]:
-        """The refresh time of each queue's totals in a reply read at ``at``."""
+        """The refresh time of each queue's arrivals total in a reply read at ``at``."""
         refreshed: dict[str, float] = {}
-        changed: set[str] = set()
+        figures_now = {name: _flatten(entry) for name, entry in queues.items()}
+        changed: set[tuple[str, str]] = set()
+        changed_after: dict[tuple[str, str], float] = {}
         bound, previous_at = self.bound, self._previous_at
-        for name, entry in queues.items():
+        for name, figures in figures_now.items():
             before = self._figures.get(name)
             if before is None or previous_at is None:
                 refreshed[name] = at  # first sight: no earlier reply to tell the refresh from
                 continue
-            last = self._refreshed[name]
-            if entry == before:  # refreshed, unchanged, within the bound
-                refreshed[name] = max(last, at - bound)
-                continue
-            changed.add(name)
+            self._spacing = max(self._spacing, at - previous_at)
             after = max(previous_at, at - bound)
-            new_refresh = name not in self._changed
-            if new_refresh:
-                began = self._refresh_after.get(name)
+            for key in ((name, figure) for figure in figures.keys() | before.keys()):
+                began = self._changed_after.get(key)
+                if figures.get(key[1]) != before.get(key[1]) and key not in self._changed:
+                    if began is not None:
+                        self.learned_bound = min(self.learned_bound, at - began)
+                    began = after
+                    changed.add(key)
                 if began is not None:
-                    self.learned_bound = min(self.learned_bound, at - began)
-                self._refresh_after[name] = after
-            moved = entry.get("message_stats") != before.get("message_stats")
-            refreshed[name] = max(last, (after + at) / 2) if new_refresh or moved else last
-        self._figures, self._refreshed = dict(queues), refreshed
-        self._changed, self._previous_at = changed, at
+                    changed_after[key] = began
+            last = self._refreshed[name]
+            if figures.get(ARRIVALS) != before.get(ARRIVALS):
+                refreshed[name] = max(last, (after + at) / 2)
+            else:  # refreshed, unchanged, within the bound
+                refreshed[name] = max(last, at - bound)
+        self._figures, self._refreshed, self._previous_at = figures_now, refreshed, at
+        self._changed, self._changed_after = changed, changed_after
         return refreshed
+
+
+def _flatten(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"message_stats": {"publish": 3}}`` -> ``{"message_stats.publish": 3}``."""
+    flat: dict[str, Any] = {}
+    for key, value in entry.items():
+        if key == "message_stats" and isinstance(value, Mapping):
+            flat.update({f"{key}.{inner}": number for inner, number in value.items()})
+        else:
+            flat[key] = value
+    return flat
 
 
 class VhostStats:

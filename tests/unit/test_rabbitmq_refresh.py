@@ -2,66 +2,74 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from brokers.rabbitmq_management import DEFAULT_REFRESH_BOUND, RefreshClock
 
 
-def replies(period: float, phase: float, seconds: int) -> list[tuple[float, dict[str, int]]]:
-    """Replies at t = 0, 1, 2...: a busy queue (refreshed figures change) and a quiet one."""
-    out = []
-    for t in range(seconds):
-        refreshes = int((t - phase) // period) + 1 if t >= phase else 0
-        out.append((float(t), {"busy": refreshes, "quiet": 0}))
-    return out
+def entry(publish: int, **other: Any) -> dict[str, Any]:
+    return {"message_stats": {"publish": publish}, **other}
 
 
 def test_a_change_is_placed_between_the_replies_around_it() -> None:
     clock = RefreshClock()
     seen = [
-        clock.observe({"q": {"publish": publish}}, at)["q"]
+        clock.observe({"q": entry(publish)}, at)["q"]
         for at, publish in [(0.0, 1), (1.0, 1), (2.0, 5), (3.0, 5)]
     ]
     assert seen == [0.0, 0.0, 1.5, 1.5]  # no bound seen yet, and the default one is longer
 
 
 def test_two_refreshes_bound_the_period_and_quiet_queues_follow_it() -> None:
+    # refreshes at 0.4, 5.4, 10.4...: seen in the replies at 1, 6, 11...
     clock = RefreshClock()
-    times: dict[str, list[float]] = {"busy": [], "quiet": []}
-    for at, figures in replies(period=5.0, phase=0.4, seconds=30):
-        refreshed = clock.observe({name: {"n": n} for name, n in figures.items()}, at)
-        for name in times:
-            times[name].append(refreshed[name])
-    # refreshes at 0.4, 5.4, 10.4...: seen at 1, 6, 11... and placed half a second earlier
-    assert times["busy"][6] == 5.5 and times["busy"][11] == 10.5
+    busy, quiet = [], []
+    for t in range(30):
+        refreshes = int((t - 0.4) // 5.0) + 1 if t >= 0.4 else 0
+        refreshed = clock.observe({"busy": entry(refreshes), "quiet": entry(0)}, float(t))
+        busy.append(refreshed["busy"])
+        quiet.append(refreshed["quiet"])
+    assert busy[6] == 5.5 and busy[11] == 10.5  # placed half a second before they were seen
     assert clock.learned_bound == pytest.approx(6.0)  # two refreshes within (0, 6]
-    # unchanged figures were refreshed (unchanged) within the bound
-    assert times["quiet"][29] == pytest.approx(29 - clock.learned_bound)
-    assert times["quiet"] == sorted(times["quiet"])
+    # unchanged figures were refreshed (unchanged) within the period: the default, 5 s, which
+    # the bound agrees with
+    assert quiet[29] == 24.0
+    assert quiet == sorted(quiet)
 
 
-def test_a_refresh_seen_across_two_replies_is_one_refresh() -> None:
-    # a refresh updates message_stats, and reductions 50 ms later: replies a second apart may
-    # see one half each (at 1 and 2, then at 6 and 7)
+def test_a_bound_longer_than_the_default_period_replaces_it() -> None:
+    clock = RefreshClock()  # collect_statistics_interval = 10 s: refreshes at 0.4, 10.4, 20.4
+    for t in range(30):
+        refreshes = int((t - 0.4) // 10.0) + 1 if t >= 0.4 else 0
+        clock.observe({"q": entry(refreshes), "quiet": entry(0)}, float(t))
+    assert clock.bound == clock.learned_bound == 11.0
+    assert clock.observe({"q": entry(3), "quiet": entry(0)}, 30.0)["quiet"] == 19.0
+
+
+def test_collectors_on_other_phases_neither_move_the_totals_nor_shorten_the_bound() -> None:
+    # publish refreshes at 0.5, 5.5...; ack two seconds later; reductions one second later
     clock = RefreshClock()
-    publish = [0, 1, 1, 1, 1, 1, 2, 2]
-    reductions = [0, 0, 1, 1, 1, 1, 1, 2]
-    seen = [
-        clock.observe({"q": {"message_stats": {"publish": p}, "reductions": r}}, float(at))["q"]
-        for at, (p, r) in enumerate(zip(publish, reductions, strict=True))
-    ]
-    assert seen[1] == seen[2] == 0.5  # the reductions half does not move the totals' time
-    assert seen[6] == seen[7] == 5.5
-    assert clock.learned_bound == 6.0  # from the first halves, not 2 s from the halves of one
+    seen = []
+    for t in range(13):
+        publish = (t + 4) // 5  # changes in the replies at 1, 6, 11
+        ack = (t + 2) // 5  # at 3, 8
+        reductions = t // 5  # at 5, 10
+        figures = {"message_stats": {"publish": publish, "ack": ack}, "reductions": reductions}
+        seen.append(clock.observe({"q": figures}, float(t))["q"])
+    assert seen[1:6] == [0.5] * 5
+    assert seen[6:11] == [5.5] * 5
+    assert clock.learned_bound == 6.0  # from one figure's changes, not 2 s from two figures'
 
 
 def test_the_default_bound_holds_until_one_is_seen() -> None:
     clock = RefreshClock()
-    clock.observe({"q": {"n": 1}}, 0.0)
-    assert clock.observe({"q": {"n": 1}}, 10.0)["q"] == 10.0 - DEFAULT_REFRESH_BOUND
+    clock.observe({"q": entry(1)}, 0.0)
+    assert clock.observe({"q": entry(1)}, 10.0)["q"] == 10.0 - DEFAULT_REFRESH_BOUND
 
 
 def test_a_change_after_a_gap_is_placed_within_the_bound() -> None:
     clock = RefreshClock()
-    clock.observe({"q": {"n": 1}}, 0.0)
-    assert clock.observe({"q": {"n": 2}}, 60.0)["q"] == 60.0 - DEFAULT_REFRESH_BOUND / 2
+    clock.observe({"q": entry(1)}, 0.0)
+    assert clock.observe({"q": entry(2)}, 60.0)["q"] == 60.0 - DEFAULT_REFRESH_BOUND / 2
