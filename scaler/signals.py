@@ -67,19 +67,33 @@ def compute_signals(
 def _oldest_age(snapshot: QueueSnapshot, arrivals: ArrivalHistory | None) -> Figure:
     if snapshot.depth == 0:
         return Figure(0.0, Precision.EXACT, "empty")
+    stamped = None
     if snapshot.oldest_enqueued_at is not None:
         age = max(0.0, snapshot.observed_at - snapshot.oldest_enqueued_at)
-        return Figure(age, snapshot.oldest_precision, snapshot.oldest_source)
-    if arrivals is not None and snapshot.depth is not None and snapshot.arrivals_total is not None:
-        # counters that lag the depth are carried forward at the recent pace, so that both
-        # describe the same moment
-        lag = snapshot.observed_at - snapshot.counted_at
-        arrived = snapshot.arrivals_total + lag * arrivals.recent_rate()
-        estimate = arrivals.enqueue_time(arrived, snapshot.depth)
-        if estimate is not None:
-            age = max(0.0, snapshot.observed_at - estimate.enqueued_at)
-            return Figure(age, estimate.precision, "arrival-history")
-    return Figure.unknown(snapshot.oldest_source)
+        stamped = Figure(age, snapshot.oldest_precision, snapshot.oldest_source)
+        if stamped.precision is not Precision.ESTIMATE:
+            return stamped
+    estimated = _estimated_age(snapshot, arrivals)
+    # a broker's own estimate (RabbitMQ's head timestamp while messages are in flight, read
+    # seconds ago) gives way to one interpolated from live counts, when that reaches the job
+    if estimated is not None and (stamped is None or estimated.precision is Precision.ESTIMATE):
+        return estimated
+    return stamped or Figure.unknown(snapshot.oldest_source)
+
+
+def _estimated_age(snapshot: QueueSnapshot, arrivals: ArrivalHistory | None) -> Figure | None:
+    """The arrival-history estimate, where the snapshot has the counts it needs."""
+    if arrivals is None or snapshot.depth is None or snapshot.arrivals_total is None:
+        return None
+    # counters that lag the depth are carried forward at the recent pace, so that both
+    # describe the same moment
+    lag = snapshot.observed_at - snapshot.counted_at
+    arrived = snapshot.arrivals_total + lag * arrivals.recent_rate()
+    estimate = arrivals.enqueue_time(arrived, snapshot.depth)
+    if estimate is None:
+        return None
+    age = max(0.0, snapshot.observed_at - estimate.enqueued_at)
+    return Figure(age, estimate.precision, "arrival-history")
 
 
 def _rates(history: Sequence[QueueSnapshot], window: float) -> tuple[Figure, Figure, float]:

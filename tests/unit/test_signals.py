@@ -355,3 +355,35 @@ def test_rates_start_from_the_first_snapshot_with_counts() -> None:
     signals = compute_signals(history, window=60.0)
     assert (signals.arrival_rate.value, signals.completion_rate.value) == (4.0, 1.0)
     assert signals.rate_span == 5.0
+
+
+@pytest.mark.parametrize(
+    ("stamped", "history_start", "expected"),
+    [
+        # the broker's estimate (RabbitMQ's head while messages are in flight) gives way to the
+        # one interpolated from live counts, when that reaches the job
+        pytest.param(Precision.ESTIMATE, 0.0, Figure(19.5, Precision.ESTIMATE, "arrival-history")),
+        # ...but not to a lower bound, and an exact or lower-bound stamp stands
+        pytest.param(Precision.ESTIMATE, 15.0, Figure(26.0, Precision.ESTIMATE, "head")),
+        pytest.param(Precision.EXACT, 0.0, Figure(26.0, Precision.EXACT, "head")),
+        pytest.param(Precision.LOWER_BOUND, 0.0, Figure(26.0, Precision.LOWER_BOUND, "head")),
+    ],
+)
+def test_a_stamped_estimate_gives_way_to_the_arrival_history(
+    stamped: Precision, history_start: float, expected: Figure
+) -> None:
+    # 1 job/s since t=0: at t=30, 20 wait, the oldest (the 11th) arrived at t=10.5
+    arrivals = ArrivalHistory()
+    for t in range(int(history_start), 31):
+        arrivals.add(float(t), t)
+    snapshot = QueueSnapshot(
+        observed_at=30.0,
+        depth=20,
+        oldest_enqueued_at=4.0,
+        oldest_precision=stamped,
+        oldest_source="head",
+        arrivals_total=30,
+    )
+    age = compute_signals([snapshot], window=60.0, arrivals=arrivals).oldest_age
+    assert age.source == expected.source and age.precision is expected.precision
+    assert age.value == pytest.approx(expected.value, abs=0.6)
