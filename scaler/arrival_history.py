@@ -23,6 +23,8 @@ from brokers.base import Precision
 RESOLUTION = 0.02
 #: points older than this are dropped
 MAX_SPAN = 6 * 3600.0
+#: the shortest span the recent arrival rate is taken over
+RECENT_SPAN = 10.0
 #: thin when the history has grown by this many points since the last thinning
 THIN_EVERY = 64
 
@@ -65,10 +67,14 @@ class ArrivalHistory:
             self._thin()
 
     def recent_rate(self) -> float:
-        """Arrivals per second between the two newest points (0 with fewer than two)."""
+        """Arrivals per second over the last :data:`RECENT_SPAN` seconds or more (0 with fewer
+        than two points): long enough that a point repeating the count (counters refreshed
+        late) does not read as a stop."""
         if len(self._times) < 2:
             return 0.0
-        return (self._counts[-1] - self._counts[-2]) / (self._times[-1] - self._times[-2])
+        start = bisect.bisect_right(self._times, self._times[-1] - RECENT_SPAN) - 1
+        start = min(max(start, 0), len(self._times) - 2)
+        return (self._counts[-1] - self._counts[start]) / (self._times[-1] - self._times[start])
 
     def enqueue_time(self, arrivals_total: float, depth: int) -> EnqueueEstimate | None:
         """When the oldest of ``depth`` waiting jobs arrived, given ``arrivals_total`` now."""

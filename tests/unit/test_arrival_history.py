@@ -81,3 +81,11 @@ def test_repeated_or_earlier_times_are_ignored() -> None:
     history.add(10.0, 6)
     history.add(9.0, 7)
     assert len(history) == 1
+
+
+def test_recent_rate_spans_ten_seconds_so_a_repeated_count_is_not_a_stop() -> None:
+    history = ArrivalHistory()
+    for t, count in ((0.0, 0), (5.0, 50), (10.0, 100), (10.5, 100)):  # 10.5: refreshed late
+        history.add(t, count)
+    assert history.recent_rate() == pytest.approx(100 / 10.5)
+    assert ArrivalHistory().recent_rate() == 0.0
