@@ -31,6 +31,7 @@ from brokers.base import Precision, QueueAdapter, QueueSnapshot
 from brokers.registry import open_adapter
 from scaler.errors import BrokerUnavailable, QueueMisconfigured
 from scaler.spec import parse_metadata
+from tests.integration.conftest import RedisProcess
 
 pytestmark = pytest.mark.integration
 
@@ -515,48 +516,6 @@ async def test_unreachable_redis_is_unavailable_without_the_password(
         await adapter.sample()
     assert caught.value.queue == janitor.name()
     assert "s3cret-pw" not in str(caught.value) and url not in str(caught.value)
-
-
-class RedisProcess:
-    """A private redis-server that a test may stop and start again on the same port."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
-        self.directory = directory
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        options = f"--port {self.port} --bind 127.0.0.1 --appendonly no --dir {self.directory}"
-        self.process = subprocess.Popen(
-            ["redis-server", *options.split(), "--save", ""], stdout=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with redis.Redis(port=self.port, socket_connect_timeout=0.2) as client:
-                    client.ping()
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise AssertionError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-            self.process = None
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    server = RedisProcess(tmp_path)
-    server.start()
-    yield server
-    server.stop()
 
 
 async def test_adapter_reconnects_after_a_redis_restart(
