@@ -57,12 +57,15 @@ FORMATS: dict[str, FormatInfo] = {
         FormatInfo("bullmq", "redis", "bull", End.TAIL, False, True, _PREFIX_ONLY, _LISTS),
         # Dramatiq: RPUSH dramatiq:<q>, LPOP; oldest at 0; dramatiq:<q>.msgs message_timestamp (ms)
         FormatInfo("dramatiq", "redis", "dramatiq", End.HEAD, False, False, _PREFIX_ONLY, _LISTS),
-        # Celery (kombu's Redis transport): LPUSH <q> and the priority lists <q>\x06\x16<3|6|9>,
-        # BRPOP; oldest at -1 of each; no enqueue time unless the producer adds one; in flight
-        # in the unacked hash
+        # Celery (kombu's Redis transport): LPUSH <q> and the priority lists <q><sep><step>
+        # (kombu's defaults: \x06\x16 and steps 3, 6, 9; prioritySteps, prioritySeparator), BRPOP;
+        # oldest at -1 of each; no enqueue time unless the producer adds one; in flight in the
+        # unacked hash
         FormatInfo(
             "celery", "redis", "", End.TAIL, False, True,
-            frozenset({"keyPrefix", "timestampField", "timestampUnit"}),
+            frozenset(
+                {"keyPrefix", "timestampField", "timestampUnit", "prioritySteps", "prioritySeparator"}
+            ),
             "brokers.redis_celery:CeleryAdapter",
         ),
         # Resque: RPUSH resque:queue:<name>, LPOP; oldest at 0; no enqueue time

@@ -3,8 +3,13 @@
 Pure: no I/O. Everything here is read from kombu 5.7's ``kombu/transport/redis.py`` (``Channel``
 and ``QoS``), ``kombu/transport/virtual/base.py`` and ``kombu/transport/virtual/exchange.py``:
 
-- A queue is up to four lists: ``Channel._q_for_pri`` names priority step 0 by the bare queue
-  name and steps 3, 6, 9 (``PRIORITY_STEPS``) ``<queue>\\x06\\x16<step>`` (``Channel.sep``).
+- A queue is one list per priority step (the transport option ``priority_steps``, kombu's
+  default ``(0, 3, 6, 9)``: :data:`PRIORITY_STEPS`): ``Channel._q_for_pri`` names step 0 by the
+  bare queue name and any other step ``<queue><sep><step>``, ``sep`` being the transport option
+  of that name (``Channel.sep``, default ``\\x06\\x16``: :data:`SEP`). Celery's documentation for
+  Redis priorities sets ``priority_steps=list(range(10))`` and ``sep=":"``: lists ``<queue>``,
+  ``<queue>:1`` ... ``<queue>:9``. ``Channel._size`` sums the lists of every step, in the order
+  given; ``Channel.priority`` bisects the steps, so kombu needs them sorted.
 - ``global_keyprefix`` is prepended, with no separator, to every key kombu touches
   (``GlobalKeyPrefixMixin._prefix_args``): the lists, ``unacked`` and the binding sets alike.
 - ``QoS.append`` stores each delivered, unacked message in the hash ``unacked`` (delivery tag
@@ -15,7 +20,8 @@ and ``QoS``), ``kombu/transport/virtual/base.py`` and ``kombu/transport/virtual/
   publishes there for every direct-exchange queue: ``send_task_message`` in
   ``celery/app/amqp.py`` converts to the anonymous exchange); a named exchange routes through
   its binding set ``_kombu.binding.<exchange>``, members ``routing_key SEP pattern SEP queue``
-  (``Channel._queue_bind``): a topic binding matches the regex ``pattern``, any other binding
+  joined with the same ``sep`` as the priority lists (``Channel._queue_bind``; ``get_table``
+  splits them by it again): a topic binding matches the regex ``pattern``, any other binding
   (direct, the default type) the routing key exactly. Fanout exchanges (Celery's broadcast
   queues, delivered by pub/sub, not lists) are read as direct ones.
 """
@@ -31,13 +37,16 @@ from dataclasses import dataclass
 PRIORITY_STEPS = (0, 3, 6, 9)
 #: kombu's default ``sep``, between a queue name and its priority step, and in bindings
 SEP = "\x06\x16"
+#: kombu's default ``unacked_key``; the only one read (no trigger metadata key sets another)
 UNACKED = "unacked"
 BINDINGS = "_kombu.binding."
 
 
-def priority_lists(prefix: str, queue: str) -> tuple[str, ...]:
-    """The keys of ``queue``'s lists, priority step 0 (the bare name) first."""
-    return tuple(prefix + (f"{queue}{SEP}{step}" if step else queue) for step in PRIORITY_STEPS)
+def priority_lists(
+    prefix: str, queue: str, steps: Sequence[int] = PRIORITY_STEPS, sep: str = SEP
+) -> tuple[str, ...]:
+    """The keys of ``queue``'s lists, one per step in the order given (step 0 is the bare name)."""
+    return tuple(prefix + (f"{queue}{sep}{step}" if step else queue) for step in steps)
 
 
 def binding_key(prefix: str, exchange: str) -> str:
@@ -75,9 +84,13 @@ def parse_delivery(value: bytes) -> Delivery | None:
     return Delivery(exchange, routing_key or "")
 
 
-def parse_binding(member: bytes) -> Binding | None:
-    """A binding set member, ``routing_key SEP pattern SEP queue``; None if not that."""
-    parts = member.decode("utf-8", errors="replace").split(SEP)
+def parse_binding(member: bytes, sep: str = SEP) -> Binding | None:
+    """A binding set member, ``routing_key SEP pattern SEP queue``; None if not that.
+
+    A member that ``sep`` splits into more than three parts (a separator that also occurs in a
+    routing key or queue name) is not read: kombu's own lookup cannot unpack it either.
+    """
+    parts = member.decode("utf-8", errors="replace").split(sep)
     if len(parts) != 3:
         return None
     return Binding(*parts)

@@ -1,10 +1,13 @@
 """Celery queues on kombu's Redis transport -> QueueSnapshot.
 
-The layout (``brokers.kombu_layout``, with its sources in kombu 5.7): a queue is four lists, the
-bare name for priority step 0 and ``<q>\\x06\\x16<step>`` for steps 3, 6, 9, all under the key
-prefix (kombu's ``global_keyprefix``, prepended as is). kombu LPUSHes (``Channel._put``) and
-takes from the tail (``BRPOP`` in ``Channel._brpop_start``, ``RPOP`` in ``Channel._get``), so
-each list's push end is its head and its oldest message its tail (index -1).
+The layout (``brokers.kombu_layout``, with its sources in kombu 5.7): a queue is one list per
+priority step, the bare name for step 0 and ``<q><sep><step>`` for the others, all under the key
+prefix (kombu's ``global_keyprefix``, prepended as is). The steps and ``sep`` are kombu's
+transport options ``priority_steps`` and ``sep``, given by the trigger metadata keys
+``prioritySteps`` and ``prioritySeparator`` (``QueueSource.priority_steps`` and
+``priority_separator``); by default kombu's: steps 0, 3, 6, 9 and ``\\x06\\x16``. kombu LPUSHes
+(``Channel._put``) and takes from the tail (``BRPOP`` in ``Channel._brpop_start``, ``RPOP`` in
+``Channel._get``), so each list's push end is its head and its oldest message its tail (index -1).
 
 One sample is one MULTI/EXEC round trip: for each list ``LLEN``, the oldest and the newest
 element and ``LPOS`` of the previous list marker; and ``HLEN`` of the ``unacked`` hash.
@@ -27,8 +30,9 @@ element and ``LPOS`` of the previous list marker; and ``HLEN`` of the ``unacked`
   above that the count is unknown.
 - consumers: unknown; kombu's Redis transport keeps no registry of them.
 
-kombu's defaults are assumed for the transport options ``priority_steps``, ``sep`` and
-``unacked_key``: no trigger metadata key sets them.
+``priority_steps`` and ``sep`` follow the trigger (above), and ``sep`` splits the binding set
+members too. kombu's default is assumed for the transport option ``unacked_key`` (``unacked``):
+no trigger metadata key sets it.
 """
 
 from __future__ import annotations
@@ -76,7 +80,10 @@ class CeleryAdapter:
     def __init__(self, source: QueueSource) -> None:
         self.queue = source.queue
         self._prefix = source.key_prefix
-        self._lists = priority_lists(source.key_prefix, source.queue)
+        self._sep = source.priority_separator
+        self._lists = priority_lists(
+            source.key_prefix, source.queue, source.priority_steps, source.priority_separator
+        )
         self._markers = tuple(ListMarker(End.HEAD) for _ in self._lists)
         self._read_stamp = stamp_reader("celery", source.timestamp_field, source.timestamp_unit)
         self._redis = RedisConnection(source)
@@ -156,7 +163,11 @@ class CeleryAdapter:
         commands: list[Command] = [("SMEMBERS", binding_key(self._prefix, e)) for e in exchanges]
         replies: list[Any] = await self._redis.execute(commands, transaction=False)
         return {
-            exchange: [b for b in map(parse_binding, members) if b is not None]
+            exchange: [
+                binding
+                for binding in (parse_binding(member, self._sep) for member in members)
+                if binding is not None
+            ]
             for exchange, members in zip(exchanges, replies, strict=True)
         }
 

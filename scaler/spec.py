@@ -17,6 +17,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from brokers.formats import DEFAULT_FORMAT, FORMATS, End
+from brokers.kombu_layout import PRIORITY_STEPS, SEP
 from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
 from scaler.durations import parse_duration
 from scaler.errors import InvalidMetadata
@@ -46,12 +47,16 @@ VALUE_KEYS = frozenset(
         "keyPrefix", "timestampField", "timestampUnit", "oldestEnd", "targetAge",
         "targetDrainTime", "workerThroughput", "jobDuration", "workerConcurrency", "minWorkers",
         "maxWorkers", "dependencies", "metric", "activationAge", "activationDepth", "rateWindow",
-        "sampleInterval",
+        "sampleInterval", "prioritySteps", "prioritySeparator",
     }
 )  # fmt: skip
 _ALL_KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {k + FROM_ENV for k in VALUE_KEYS})
 T = TypeVar("T")
 _DEPENDENCY = re.compile(r"^([A-Za-z0-9_.-]+)=([0-9.]+)/([0-9.]+)$")
+#: one item of ``prioritySteps``: a step, or an inclusive range of steps
+_PRIORITY_STEP = re.compile(r"^([0-9]+)(?:\s*-\s*([0-9]+))?$")
+#: the most ``prioritySteps``: kombu keeps one list per step, and a sample reads each one
+MAX_PRIORITY_STEPS = 256
 
 
 class Metric(enum.StrEnum):
@@ -76,6 +81,10 @@ class QueueSource:
     consumer_group: str | None = None
     #: the RabbitMQ management API's URL, where set; derived from ``url`` otherwise
     management_url: str | None = field(default=None, repr=False)
+    #: kombu's transport option ``priority_steps``, sorted, each once (format celery)
+    priority_steps: tuple[int, ...] = PRIORITY_STEPS
+    #: kombu's transport option ``sep``, between a queue name and its step (format celery)
+    priority_separator: str = SEP
 
     def describe(self) -> str:
         """For messages and logs: never includes the URL."""
@@ -302,12 +311,12 @@ def _parse_source(reader: _Reader, profiles: Mapping[str, str]) -> QueueSource:
         "oldestEnd",
         "consumerGroup",
         "managementUrl",
+        "prioritySteps",
+        "prioritySeparator",
     ):
         if reader.get(key) is not None and key not in info.layout_keys:
             raise InvalidMetadata(
-                key,
-                f"does not apply to format {format_name}; remove it"
-                + (" (it applies to format list)" if key in FORMATS["list"].layout_keys else ""),
+                key, f"does not apply to format {format_name}; remove it{_applies(key)}"
             )
     oldest_end = End(reader.choice("oldestEnd", [e.value for e in End], info.oldest_end.value))
     key_prefix = reader.get("keyPrefix")
@@ -328,7 +337,68 @@ def _parse_source(reader: _Reader, profiles: Mapping[str, str]) -> QueueSource:
         oldest_end=oldest_end,
         consumer_group=group,
         management_url=_management_url(reader, url) if broker == "rabbitmq" else None,
+        priority_steps=_parse_priority_steps(reader),
+        priority_separator=_parse_priority_separator(reader),
     )
+
+
+def _applies(key: str) -> str:
+    """Where a layout key that does not apply to a format does: ``list``'s keys, celery's own."""
+    for name in ("list", "celery"):
+        if key in FORMATS[name].layout_keys:
+            return f" (it applies to format {name})"
+    return ""
+
+
+_STEPS_EXPECTED = (
+    "kombu's priority_steps: whole numbers of at least 0, comma-separated, or a range FIRST-LAST, "
+    "for example 0,3,6,9 (kombu's default) or 0-9 (Celery's recipe, list(range(10)))"
+)
+
+
+def _parse_priority_steps(reader: _Reader) -> tuple[int, ...]:
+    """``prioritySteps``: ``0,3,6,9``, ``0-9`` or both forms mixed; sorted, each step once."""
+    text = reader.get("prioritySteps")
+    if text is None:
+        return PRIORITY_STEPS
+    steps: set[int] = set()
+    for part in (item.strip() for item in text.split(",")):
+        match = _PRIORITY_STEP.match(part)
+        if match is None:
+            raise reader.fail("prioritySteps", f"{_STEPS_EXPECTED}; {part!r} is neither")
+        first = int(match[1])
+        last = first if match[2] is None else int(match[2])
+        if last < first:
+            raise reader.fail(
+                "prioritySteps", f"{_STEPS_EXPECTED}; the range {part!r} runs backwards"
+            )
+        if len(steps) + last - first + 1 > MAX_PRIORITY_STEPS:
+            raise reader.fail(
+                "prioritySteps",
+                f"at most {MAX_PRIORITY_STEPS} steps (kombu keeps a list per step, and each is read)",
+            )
+        twice = steps.intersection(range(first, last + 1))
+        if twice:
+            raise reader.fail(
+                "prioritySteps",
+                f"each step once; repeated: {', '.join(map(str, sorted(twice)))}",
+            )
+        steps.update(range(first, last + 1))
+    return tuple(sorted(steps))
+
+
+def _parse_priority_separator(reader: _Reader) -> str:
+    """``prioritySeparator``, taken as is (blanks included): kombu's ``sep``, never empty."""
+    text = reader.values.get("prioritySeparator")
+    if text is None:
+        return SEP
+    if not text:
+        raise reader.fail(
+            "prioritySeparator",
+            "kombu's sep, at least one character, for example ':' (Celery's recipe); "
+            "kombu's default is \\x06\\x16",
+        )
+    return text
 
 
 def _management_url(reader: _Reader, url: str) -> str | None:

@@ -171,6 +171,86 @@ async def test_key_prefix_is_kombus_global_keyprefix(
     assert (await open_queue(queue).sample()).depth == 0
 
 
+# --- Celery's documented priority recipe: priority_steps=list(range(10)), sep=":" ---------------
+
+
+def celery_docs_priorities(prefix: str) -> dict[str, Any]:
+    """The transport options Celery's docs give for Redis priorities, under a key prefix."""
+    return {
+        "priority_steps": list(range(10)),
+        "sep": ":",
+        "queue_order_strategy": "priority",
+        "global_keyprefix": prefix,
+    }
+
+
+#: the trigger metadata for that recipe
+CELERY_DOCS_KEYS = {"prioritySteps": "0-9", "prioritySeparator": ":"}
+
+
+async def test_celery_docs_priority_recipe_is_read_with_priority_steps_and_separator(
+    celery_app: Callable[..., Any],
+    consumer: OpenConsumer,
+    r: aioredis.Redis,
+    token: str,
+    open_queue: Callable[..., QueueAdapter],
+) -> None:
+    prefix, queue = f"qas-{token}:", f"qas-celery-{token}"
+    app = celery_app(broker_transport_options=celery_docs_priorities(prefix))
+    priorities = [None, 0, 1, 5, 5, 9, 9, 9]
+    for priority in priorities:
+        send(app, queue, priority)
+    # kombu's own keys: step 0 is the bare name, the others <queue>:<step>
+    lists = {step: f"{prefix}{queue}{':' + str(step) if step else ''}" for step in range(10)}
+    assert [await r.llen(lists[step]) for step in range(10)] == [2, 1, 0, 0, 0, 2, 0, 0, 0, 3]
+
+    adapter = open_queue(queue, keyPrefix=prefix, **CELERY_DOCS_KEYS)
+    snapshot = await adapter.sample()
+    taker = consumer(app, queue)
+    # kombu's own count (not qsize(): its passive declare, EXISTS, ignores global_keyprefix)
+    assert snapshot.depth == len(priorities) == taker.channel._size(queue)
+    assert snapshot.in_flight == 0
+    assert_unknown_age(snapshot)
+
+    # kombu's defaults read only the bare list: the others are not seen, which is why the keys
+    # exist
+    assert (await open_queue(queue, keyPrefix=prefix).sample()).depth == 2
+
+    taken = [taker.get_nowait() for _ in range(3)]  # delivered, not acked: steps 0, 0, 1 first
+    assert [message.properties.get("priority") for message in taken] == [0, 0, 1]
+    snapshot = await adapter.sample()
+    assert (snapshot.depth, snapshot.in_flight) == (len(priorities) - 3, 3)
+    taken[0].ack()
+    assert (await adapter.sample()).in_flight == 2
+
+
+async def test_celery_docs_priority_recipe_in_flight_through_a_topic_exchange(
+    celery_app: Callable[..., Any],
+    consumer: OpenConsumer,
+    r: aioredis.Redis,
+    token: str,
+    open_queue: Callable[..., QueueAdapter],
+) -> None:
+    prefix, exchange = f"qas-{token}:", f"events-{token}"
+    daily = topic_queue(f"daily-{token}", exchange, "reports.#")
+    app = celery_app(broker_transport_options=celery_docs_priorities(prefix), task_queues=[daily])
+    send(app, daily.name, priority=5, routing_key="reports.daily.eu")
+    send(app, daily.name, priority=9, routing_key="reports.weekly")
+    consumer(app, daily).get_nowait()
+    # the binding set's members are joined with the same sep as the priority lists
+    members = await r.smembers(f"{prefix}_kombu.binding.{exchange}")
+    assert members == {f"reports.#:^reports\\..*?$:{daily.name}".encode()}
+    entries = [json.loads(value)[1:] for value in await r.hvals(f"{prefix}unacked")]
+    assert entries == [[exchange, "reports.daily.eu"]]
+
+    snapshot = await open_queue(daily.name, keyPrefix=prefix, **CELERY_DOCS_KEYS).sample()
+    assert (snapshot.depth, snapshot.in_flight) == (1, 1)
+    # with kombu's default sep the binding cannot be read, so the message is not found in
+    # flight; nor is the waiting one, in list <queue>:9
+    snapshot = await open_queue(daily.name, keyPrefix=prefix).sample()
+    assert (snapshot.depth, snapshot.in_flight) == (0, 0)
+
+
 # --- In flight ----------------------------------------------------------------------------------
 
 

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from kombu.transport.redis import PRIORITY_STEPS as KOMBU_PRIORITY_STEPS
+from kombu.transport.redis import Channel
 
 from brokers.kombu_layout import (
+    PRIORITY_STEPS,
+    SEP,
     Binding,
     Delivery,
     binding_key,
@@ -27,6 +33,52 @@ def test_priority_lists_bare_name_first_then_steps_3_6_9() -> None:
         "mail\x06\x169",
     )
     assert priority_lists("app1:", "mail")[0:2] == ("app1:mail", "app1:mail\x06\x163")
+
+
+def test_priority_lists_with_celerys_recipe_steps_and_sep() -> None:
+    # Celery's docs: priority_steps=list(range(10)), sep=":"
+    assert priority_lists("", "celery", range(10), ":") == (
+        "celery",
+        *(f"celery:{step}" for step in range(1, 10)),
+    )
+    assert priority_lists("app1:", "mail", (0, 5), "|") == ("app1:mail", "app1:mail|5")
+
+
+def test_priority_lists_without_step_0_have_no_bare_name() -> None:
+    assert priority_lists("", "mail", (1, 5), ":") == ("mail:1", "mail:5")
+
+
+#: kombu's Redis ``Channel``, its methods called on a stand-in for an instance
+KOMBU_CHANNEL: Any = Channel
+
+
+def _kombu_channel(steps: list[int], sep: str) -> Any:
+    """Just enough of a kombu Redis ``Channel`` for its naming methods (no connection)."""
+    channel: Any = SimpleNamespace(priority_steps=steps, sep=sep)
+    channel.priority = lambda n: KOMBU_CHANNEL.priority(channel, n)
+    return channel
+
+
+@pytest.mark.parametrize(
+    ("steps", "sep"),
+    [
+        pytest.param(list(KOMBU_PRIORITY_STEPS), "\x06\x16", id="kombu's defaults"),
+        pytest.param(list(range(10)), ":", id="Celery's recipe"),
+        pytest.param([0, 5], "|", id="two steps"),
+        pytest.param([2, 4, 8], ".", id="no step 0"),
+    ],
+)
+def test_priority_lists_are_the_keys_kombu_sizes(steps: list[int], sep: str) -> None:
+    # Channel._size reads _q_for_pri(queue, step) for each step: the keys must be those
+    channel = _kombu_channel(steps, sep)
+    expected = tuple(KOMBU_CHANNEL._q_for_pri(channel, "mail", step) for step in steps)
+    assert priority_lists("", "mail", steps, sep) == expected
+
+
+def test_defaults_are_kombus() -> None:
+    assert tuple(KOMBU_PRIORITY_STEPS) == PRIORITY_STEPS
+    assert Channel.sep == SEP
+    assert priority_lists("", "mail") == priority_lists("", "mail", (0, 3, 6, 9), "\x06\x16")
 
 
 def test_binding_key_is_prefixed_as_is() -> None:
@@ -66,6 +118,17 @@ def test_parse_binding() -> None:
     topic = b"reports.#\x06\x16^reports\\..*?$\x06\x16daily"
     assert parse_binding(topic) == Binding("reports.#", r"^reports\..*?$", "daily")
     assert parse_binding(b"mail") is None
+
+
+def test_parse_binding_with_a_custom_sep() -> None:
+    # Channel._queue_bind joins the member with the transport's sep, as get_table splits it
+    assert parse_binding(b"mail::mail", ":") == Binding("mail", "", "mail")
+    topic = b"reports.#:^reports\\..*?$:daily"
+    assert parse_binding(topic, ":") == Binding("reports.#", r"^reports\..*?$", "daily")
+    assert parse_binding(topic) is None  # read with kombu's default sep: not a binding
+    assert parse_binding(b"mail\x06\x16\x06\x16mail", ":") is None
+    # a sep that also occurs in a name splits the member in four: kombu cannot unpack it either
+    assert parse_binding(b"a:b::mail", ":") is None
 
 
 DIRECT = [Binding("rk.mail", "", "mail"), Binding("rk.sms", "", "sms")]

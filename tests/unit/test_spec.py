@@ -727,3 +727,114 @@ def test_rate_window_error_shows_the_value_in_force() -> None:
     assert err.key == "rateWindow"
     assert "None" not in str(err)
     assert "60" in str(err)
+
+
+# --- kombu's priority steps and separator (format celery) ----------------------------------------
+
+CELERY = {"url": URL, "queue": "celery", "format": "celery", "workerThroughput": "1"}
+CELERY_DOCS_STEPS = tuple(range(10))  # Celery's recipe: priority_steps=list(range(10))
+
+
+def test_celery_defaults_are_kombus_priority_steps_and_sep() -> None:
+    source = parse_metadata(CELERY).source
+    assert source.priority_steps == (0, 3, 6, 9)
+    assert source.priority_separator == "\x06\x16"
+
+
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        pytest.param("0,1,2,3,4,5,6,7,8,9", CELERY_DOCS_STEPS, id="list(range(10)) spelt out"),
+        pytest.param("0-9", CELERY_DOCS_STEPS, id="range"),
+        pytest.param(" 0 - 9 ", CELERY_DOCS_STEPS, id="range with blanks"),
+        pytest.param("0,3,6,9", (0, 3, 6, 9), id="kombu's default spelt out"),
+        pytest.param("9, 0 ,3", (0, 3, 9), id="sorted"),
+        pytest.param("0-2,5,7-8", (0, 1, 2, 5, 7, 8), id="ranges and steps mixed"),
+        pytest.param("4", (4,), id="one step"),
+        pytest.param("5-5", (5,), id="one-step range"),
+        pytest.param("0,10,255", (0, 10, 255), id="above 9"),
+    ],
+)
+def test_priority_steps(steps: str, expected: tuple[int, ...]) -> None:
+    assert parse_metadata(CELERY | {"prioritySteps": steps}).source.priority_steps == expected
+
+
+@pytest.mark.parametrize(
+    ("separator", "expected"),
+    [
+        pytest.param(":", ":", id="Celery's recipe"),
+        pytest.param("\x06\x16", "\x06\x16", id="kombu's default"),
+        pytest.param(" | ", " | ", id="taken as is, blanks included"),
+    ],
+)
+def test_priority_separator(separator: str, expected: str) -> None:
+    source = parse_metadata(CELERY | {"prioritySeparator": separator}).source
+    assert source.priority_separator == expected
+
+
+def test_celery_docs_recipe_as_trigger_metadata() -> None:
+    recipe = CELERY | {"prioritySteps": "0-9", "prioritySeparator": ":", "keyPrefix": "app1:"}
+    source = parse_metadata(recipe).source
+    assert (source.priority_steps, source.priority_separator) == (CELERY_DOCS_STEPS, ":")
+    assert source.key_prefix == "app1:"
+    # part of the sampler's identity: a queue read with other steps is another source
+    assert source != parse_metadata(CELERY | {"keyPrefix": "app1:"}).source
+    env = parse_metadata(
+        CELERY
+        | {"prioritySeparatorFromEnv": ":", "priorityStepsFromEnv": "0-9", "keyPrefix": "app1:"}
+    )
+    assert env.source == source
+
+
+@pytest.mark.parametrize(
+    ("steps", "fragments"),
+    [
+        pytest.param("0,3,x", ["'0,3,x'", "'x' is neither", "0,3,6,9", "0-9"], id="not a number"),
+        pytest.param("-1,3", ["'-1,3'", "'-1' is neither", "at least 0"], id="negative"),
+        pytest.param("0,1.5", ["'0,1.5'", "'1.5' is neither", "whole numbers"], id="fraction"),
+        pytest.param("0,,3", ["'0,,3'", "'' is neither"], id="empty item"),
+        pytest.param("0,3,", ["'0,3,'", "'' is neither"], id="trailing comma"),
+        pytest.param("", ["''", "priority_steps"], id="empty"),
+        pytest.param("0-", ["'0-'", "'0-' is neither"], id="open range"),
+        pytest.param("0..9", ["'0..9'", "FIRST-LAST"], id="dots for a range"),
+        pytest.param("[0, 3, 6, 9]", ["'[0, 3, 6, 9]'", "'[0' is neither"], id="python list"),
+        pytest.param("9-0", ["'9-0'", "the range '9-0' runs backwards"], id="backwards range"),
+        pytest.param("0,3,3,9", ["'0,3,3,9'", "each step once", "repeated: 3"], id="duplicate"),
+        pytest.param("0-5,3-9", ["each step once", "repeated: 3, 4, 5"], id="overlapping ranges"),
+        pytest.param("0-1000000000", ["'0-1000000000'", "at most 256 steps"], id="too many"),
+    ],
+)
+def test_bad_priority_steps(steps: str, fragments: list[str]) -> None:
+    err = _invalid(CELERY | {"prioritySteps": steps})
+    assert err.key == "prioritySteps"
+    message = str(err)
+    assert message.startswith("prioritySteps: got ")
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+def test_priority_separator_must_not_be_empty() -> None:
+    err = _invalid(CELERY | {"prioritySeparator": ""})
+    assert err.key == "prioritySeparator"
+    for fragment in ["got ''", "at least one character", "':'", "\\x06\\x16"]:
+        assert fragment in str(err), f"{fragment!r} not in {str(err)!r}"
+
+
+@pytest.mark.parametrize("key", ["prioritySteps", "prioritySeparator"])
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        pytest.param(SIDEKIQ, id="sidekiq"),
+        pytest.param({"url": URL, "queue": "q", "workerThroughput": "1"}, id="list"),
+        pytest.param(RQ, id="rq"),
+        pytest.param({"url": "amqp://guest@rabbit:5672/", "queue": "celery"}, id="amqp"),
+    ],
+)
+def test_priority_keys_apply_only_to_celery(metadata: dict[str, str], key: str) -> None:
+    fmt = metadata.get("format", "amqp" if metadata["url"].startswith("amqp") else "list")
+    err = _invalid(metadata | {key: ":" if key == "prioritySeparator" else "0-9"})
+    assert err.key == key
+    assert (
+        str(err)
+        == f"{key}: does not apply to format {fmt}; remove it (it applies to format celery)"
+    )
