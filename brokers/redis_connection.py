@@ -4,7 +4,6 @@ errors become the project's errors (no URL or password in any message)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from brokers.shared import SharedByKey
 from scaler.errors import BrokerUnavailable, QueueMisconfigured
 from scaler.spec import QueueSource
 
@@ -46,38 +46,23 @@ MISCONFIGURED = ("WRONGTYPE", "NOGROUP")
 Command = tuple[str, str | bytes, *tuple[str | bytes | int | float, ...]]
 
 
-@dataclass(slots=True)
-class _SharedClient:
-    client: Redis
-    users: int
+def _open_client(url: str) -> Redis:
+    return Redis.from_url(
+        url,
+        socket_connect_timeout=SOCKET_TIMEOUT,
+        socket_timeout=SOCKET_TIMEOUT,
+        # one immediate retry on a broken connection (after a Redis restart, say);
+        # none on a timeout, so a hung server fails within SOCKET_TIMEOUT
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+    )
+
+
+async def _close_client(client: Redis) -> None:
+    await client.aclose()
 
 
 #: one client per URL, shared by every adapter on that URL
-_CLIENTS: dict[str, _SharedClient] = {}
-
-
-def _acquire_client(url: str) -> Redis:
-    shared = _CLIENTS.get(url)
-    if shared is None:
-        client = Redis.from_url(
-            url,
-            socket_connect_timeout=SOCKET_TIMEOUT,
-            socket_timeout=SOCKET_TIMEOUT,
-            # one immediate retry on a broken connection (after a Redis restart, say);
-            # none on a timeout, so a hung server fails within SOCKET_TIMEOUT
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        )
-        shared = _CLIENTS[url] = _SharedClient(client, 0)
-    shared.users += 1
-    return shared.client
-
-
-async def _release_client(url: str) -> None:
-    shared = _CLIENTS[url]
-    shared.users -= 1
-    if shared.users == 0:
-        del _CLIENTS[url]
-        await shared.client.aclose()
+CLIENTS: SharedByKey[str, Redis] = SharedByKey(_open_client, _close_client)
 
 
 class RedisConnection:
@@ -85,12 +70,12 @@ class RedisConnection:
 
     def __init__(self, source: QueueSource) -> None:
         self._source = source
-        self._client: Redis | None = _acquire_client(source.url)
+        self._client: Redis | None = CLIENTS.acquire(source.url)
 
     async def aclose(self) -> None:
         if self._client is not None:
             self._client = None
-            await _release_client(self._source.url)
+            await CLIENTS.release(self._source.url)
 
     async def execute(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
         """Run ``commands`` in one round trip (MULTI/EXEC when ``transaction``)."""
