@@ -28,6 +28,13 @@ Degraded: with the management API down, the snapshot has the AMQP counts only (i
 and totals unknown) and the warning ``management_unavailable`` (``management_denied`` when the
 API refuses the user); with AMQP down, the management figures stand in for the ready count and
 consumers (``amqp_unavailable``); with both down the sample fails as BrokerUnavailable.
+
+Quorum queues answer a passive declare with 0 ready and 0 consumers whenever their leader does
+not answer within 250 ms, or there is none (``rabbit_quorum_queue:stat/2`` turns a timeout, an
+error or a missing leader into ``{ok, 0, 0}``): a 0 that is not a count. So a quorum queue that
+the management API shows without a leader fails the sample as BrokerUnavailable, and a 0/0 declare on a quorum queue that the management API last saw holding
+messages gives way to the management figures (``messages_ready``, ``consumers``, up to a
+statistics interval old) with the warning ``quorum_stat_unanswered``.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ AMQP_TIMEOUT = 1.5
 #: warning kinds (the management ones are in brokers.rabbitmq_management)
 AMQP_UNAVAILABLE = "amqp_unavailable"
 NO_STATS = "management_no_stats"
+QUORUM_STAT_UNANSWERED = "quorum_stat_unanswered"
 
 
 class RabbitQueueAdapter:
@@ -71,12 +79,12 @@ class RabbitQueueAdapter:
             raise QueueMisconfigured(
                 f"{source.describe()}: cannot load a TLS file for the management API: {exc}"
             ) from None
-        self.connection = rabbitmq_amqp.acquire(self._endpoint)
+        self.connection = rabbitmq_amqp.CONNECTIONS.acquire(self._endpoint)
         self._used = 0.0  # start of the management reply used last
 
     async def aclose(self) -> None:
-        await rabbitmq_amqp.release(self._endpoint)
-        await rabbitmq_management.release(self._management)
+        await rabbitmq_amqp.CONNECTIONS.release(self._endpoint)
+        await rabbitmq_management.CLIENTS.release(self._management)
 
     async def sample(self) -> QueueSnapshot:
         declared, reply = await asyncio.gather(
@@ -96,6 +104,13 @@ class RabbitQueueAdapter:
         if entry is not None and entry.get("type") == "stream":
             raise QueueMisconfigured(
                 f"{self._source.describe()} is a stream, not a job queue; streams are not supported"
+            )
+        if entry is not None and _leaderless(entry):
+            raise BrokerUnavailable(
+                self.broker,
+                self.queue,
+                "the quorum queue has no leader (none elected, or no member online): RabbitMQ "
+                "answers its counts as 0 until one is elected",
             )
         if entry is not None and "messages_ready" not in entry:
             entry = None  # a new queue whose figures the broker has not emitted yet
@@ -123,6 +138,10 @@ class RabbitQueueAdapter:
         if isinstance(declared, AmqpUnavailable):
             assert entry is not None  # sample() raised otherwise
             warnings.append(AMQP_UNAVAILABLE)
+            depth, consumers = _int(entry.get("messages_ready")), _int(entry.get("consumers"))
+        elif _unanswered_quorum_stat(declared, entry):
+            assert entry is not None
+            warnings.append(QUORUM_STAT_UNANSWERED)
             depth, consumers = _int(entry.get("messages_ready")), _int(entry.get("consumers"))
         else:
             depth, consumers = declared
@@ -155,6 +174,23 @@ class RabbitQueueAdapter:
             warnings=tuple(warnings),
             counts_observed_at=reply.refreshed_at.get(self.queue, reply.at),
         )
+
+
+def _leaderless(entry: Mapping[str, Any]) -> bool:
+    """Whether the management API shows a quorum queue without a leader (``leader`` null as soon
+    as its Raft server stops; ``online`` empty once the broker sees no member running)."""
+    if entry.get("type") != "quorum":
+        return False
+    return ("leader" in entry and entry["leader"] is None) or entry.get("online") == []
+
+
+def _unanswered_quorum_stat(declared: tuple[int, int], entry: Mapping[str, Any] | None) -> bool:
+    """Whether a quorum queue's 0/0 declare is its leader's silence rather than a count: the
+    management API last saw messages ready in it."""
+    if entry is None or entry.get("type") != "quorum" or declared != (0, 0):
+        return False
+    ready = _int(entry.get("messages_ready"))
+    return ready is not None and ready > 0
 
 
 def _head_precision(in_flight: int | None, priority: bool) -> Precision:

@@ -9,7 +9,8 @@ new one, with no callbacks racing in between. A request whose caller gave up is 
 
 A passive declare never creates a queue; its reply counts the ready messages only (not the
 unacknowledged ones) and the consumers. Quorum queues answer 0/0 when their leader does not
-answer within 250 ms (``rabbit_quorum_queue:stat/1``): a known gap of this source.
+answer within 250 ms (``rabbit_quorum_queue:stat/2``): ``brokers.rabbitmq`` checks that 0/0
+against the management API.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ import logging
 import queue
 import ssl
 import threading
-from dataclasses import dataclass
 
 import pika
 import pika.exceptions
 
 from brokers.rabbitmq_url import AmqpEndpoint
+from brokers.shared import SharedByKey
 from scaler.errors import QueueMisconfigured
 
 #: seconds between heartbeats; the thread services them while no request runs
@@ -197,29 +198,10 @@ class AmqpConnection:
         return AmqpUnavailable(detail)
 
 
-@dataclass(slots=True)
-class _Shared:
-    connection: AmqpConnection
-    users: int = 0
+async def _close(connection: AmqpConnection) -> None:
+    await connection.aclose()
 
 
-#: one connection per AMQP endpoint, shared by every adapter on it
-_SHARED: dict[AmqpEndpoint, _Shared] = {}
-
-
-def acquire(endpoint: AmqpEndpoint) -> AmqpConnection:
-    """The shared connection of ``endpoint``; release it with :func:`release`."""
-    shared = _SHARED.get(endpoint)
-    if shared is None:
-        shared = _SHARED[endpoint] = _Shared(AmqpConnection(endpoint))
-    shared.users += 1
-    return shared.connection
-
-
-async def release(endpoint: AmqpEndpoint) -> None:
-    """One user fewer; the last one closes the connection and ends its thread."""
-    shared = _SHARED[endpoint]
-    shared.users -= 1
-    if shared.users == 0:
-        del _SHARED[endpoint]
-        await shared.connection.aclose()
+#: one connection per AMQP endpoint, shared by every adapter on it; the last release closes
+#: the connection and ends its thread
+CONNECTIONS: SharedByKey[AmqpEndpoint, AmqpConnection] = SharedByKey(AmqpConnection, _close)

@@ -36,6 +36,7 @@ from urllib.parse import quote
 import httpx
 
 from brokers.rabbitmq_url import ManagementEndpoint
+from brokers.shared import SharedByKey
 
 #: the figures read per queue (``arguments`` shows ``x-max-priority``)
 COLUMNS = (
@@ -46,6 +47,8 @@ COLUMNS = (
     "messages_unacknowledged",
     "consumers",
     "consumer_capacity",
+    "leader",
+    "online",
     "head_message_timestamp",
     "message_stats.publish",
     "message_stats.ack",
@@ -229,43 +232,45 @@ def _describe(exc: httpx.HTTPError) -> str:
 
 
 @dataclass(slots=True)
-class _Shared:
-    client: httpx.AsyncClient
-    vhosts: dict[str, VhostStats]
-    users: int = 0
+class _Client:
+    """One management endpoint's HTTP client, and the figures of each vhost read through it."""
+
+    http: httpx.AsyncClient
+    vhosts: dict[str, VhostStats] = field(default_factory=dict)
+
+    def stats(self, vhost: str) -> VhostStats:
+        stats = self.vhosts.get(vhost)
+        if stats is None:
+            stats = self.vhosts[vhost] = VhostStats(self.http, vhost)
+        return stats
 
 
-#: one HTTP client per management endpoint, shared by every adapter that uses it
-_SHARED: dict[ManagementEndpoint, _Shared] = {}
-
-
-def acquire(endpoint: ManagementEndpoint, vhost: str) -> VhostStats:
-    """The shared :class:`VhostStats` of ``vhost`` on ``endpoint``; release it with :func:`release`.
-
-    Raises OSError or ssl.SSLError when a TLS file cannot be loaded."""
-    shared = _SHARED.get(endpoint)
-    if shared is None:
-        verify = endpoint.tls.context() if endpoint.tls is not None else True
-        client = httpx.AsyncClient(
+def _open(endpoint: ManagementEndpoint) -> _Client:
+    """Raises OSError or ssl.SSLError when a TLS file cannot be loaded."""
+    verify = endpoint.tls.context() if endpoint.tls is not None else True
+    return _Client(
+        httpx.AsyncClient(
             base_url=endpoint.base_url,
             auth=httpx.BasicAuth(endpoint.username, endpoint.password),
             verify=verify,
             timeout=TIMEOUT,
         )
-        shared = _SHARED[endpoint] = _Shared(client, {})
-    shared.users += 1
-    stats = shared.vhosts.get(vhost)
-    if stats is None:
-        stats = shared.vhosts[vhost] = VhostStats(shared.client, vhost)
-    return stats
+    )
 
 
-async def release(endpoint: ManagementEndpoint) -> None:
-    """One user fewer; the last one closes the client."""
-    shared = _SHARED[endpoint]
-    shared.users -= 1
-    if shared.users == 0:
-        del _SHARED[endpoint]
-        for stats in shared.vhosts.values():
-            await stats.aclose()
-        await shared.client.aclose()
+async def _close(client: _Client) -> None:
+    for stats in client.vhosts.values():
+        await stats.aclose()
+    await client.http.aclose()
+
+
+#: one HTTP client per management endpoint, shared by every adapter that uses it
+CLIENTS: SharedByKey[ManagementEndpoint, _Client] = SharedByKey(_open, _close)
+
+
+def acquire(endpoint: ManagementEndpoint, vhost: str) -> VhostStats:
+    """The shared :class:`VhostStats` of ``vhost`` on ``endpoint``; release it with
+    ``CLIENTS.release(endpoint)``.
+
+    Raises OSError or ssl.SSLError when a TLS file cannot be loaded."""
+    return CLIENTS.acquire(endpoint).stats(vhost)

@@ -5,6 +5,8 @@ consumer, a missing queue, and one management request per vhost however many que
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +16,7 @@ import pika
 import pytest
 from celery import Celery
 
-from brokers.base import Precision
+from brokers.base import Precision, QueueSnapshot
 from brokers.rabbitmq import RabbitQueueAdapter
 from brokers.registry import open_adapter
 from scaler.errors import BrokerUnavailable, QueueMisconfigured
@@ -157,6 +159,79 @@ async def test_unacknowledged_messages_are_in_flight(rabbitmq_url: str, helper: 
         stop.set()
         await asyncio.to_thread(consumer.join)
     assert (snapshot.depth, snapshot.consumers) == (7, 1)
+
+
+def quorum_leader(queue: str, action: str) -> None:
+    """``action`` on the Ra server of the quorum ``queue`` (vhost /), inside the broker:
+    ``suspend``/``resume`` freeze it (it stays the leader but answers nothing), ``stop``/``restart``
+    take it down (no member online) and back."""
+    calls = {
+        "suspend": "sys:suspend(whereis(element(1, Leader)))",
+        "resume": "sys:resume(whereis(element(1, Leader)))",
+        "stop": "rabbit_quorum_queue:stop_server(Leader)",
+        "restart": "rabbit_quorum_queue:restart_server(Leader)",
+    }
+    expression = (
+        f'{{ok, Q}} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{queue}">>)), '
+        f"Leader = amqqueue:get_pid(Q), {calls[action]}."
+    )
+    subprocess.run(["rabbitmqctl", "eval", expression], check=True, capture_output=True, timeout=60)
+
+
+async def management_ready(queue: str, count: int) -> None:
+    """Wait until the management API shows ``count`` messages ready in ``queue``."""
+    async with httpx.AsyncClient(auth=("guest", "guest"), timeout=5) as api:
+        deadline = time.monotonic() + STATS_DELAY
+        while True:
+            reply = await api.get(f"http://127.0.0.1:15672/api/queues/%2F/{queue}")
+            if reply.status_code == 200 and reply.json().get("messages_ready") == count:
+                return
+            assert time.monotonic() < deadline, f"the management API never showed {count} ready"
+            await asyncio.sleep(0.5)
+
+
+@pytest.mark.timeout(120)
+async def test_a_quorum_queue_whose_leader_is_silent_or_gone_never_reads_as_empty(
+    rabbitmq_url: str, helper: Rabbit
+) -> None:
+    """RabbitMQ answers a passive declare of a quorum queue with 0/0 when its leader does not
+    answer within 250 ms or there is none: the adapter must not pass that off as an empty queue."""
+    queue = helper.declare(unique("quorum-leader"), quorum=True)
+    helper.publish(queue, 5)
+    await management_ready(queue, 5)
+    adapter = open_adapter(spec_for(rabbitmq_url, queue).source)
+    try:
+        snapshot = await adapter.sample()
+        assert (snapshot.depth, snapshot.warnings) == (5, ())
+
+        await asyncio.to_thread(quorum_leader, queue, "suspend")
+        try:
+            snapshot = await adapter.sample()
+        finally:
+            await asyncio.to_thread(quorum_leader, queue, "resume")
+        assert (snapshot.depth, snapshot.consumers) == (5, 0)
+        assert snapshot.warnings == ("quorum_stat_unanswered",)
+
+        await asyncio.to_thread(quorum_leader, queue, "stop")
+        try:
+            with pytest.raises(BrokerUnavailable) as caught:
+                for _ in range(int(STATS_DELAY * 2)):  # until the management API shows it
+                    snapshot = await adapter.sample()
+                    assert snapshot.depth == 5, snapshot
+                    await asyncio.sleep(0.5)
+            assert "the quorum queue has no leader" in str(caught.value)
+        finally:
+            await asyncio.to_thread(quorum_leader, queue, "restart")
+        recovered: QueueSnapshot | None = None
+        for _ in range(int(STATS_DELAY * 2)):  # the new leader's figures, as before the stop
+            with contextlib.suppress(BrokerUnavailable):
+                recovered = await adapter.sample()
+            if recovered is not None and recovered.depth == 5 and not recovered.warnings:
+                break
+            await asyncio.sleep(0.5)
+        assert recovered is not None and (recovered.depth, recovered.warnings) == (5, ())
+    finally:
+        await adapter.aclose()
 
 
 async def test_missing_queue_names_vhost_and_queue_and_the_channel_recovers(
