@@ -184,12 +184,15 @@ def _future_arrival_rate(signals: QueueSignals) -> float:
 
     Jobs in the backlog are counted by the drain term; counting them again as a rate would size
     the fleet for a burst twice. In a FIFO queue every job that arrived before the oldest waiting
-    one has been taken, so the window's arrivals before that moment, over that part of the
-    window, are the rate of the jobs not waiting: the same as the window's rate when arrivals are
-    steady, and the trickle around a burst when one came. Without a known age inside the window,
-    the window's rate stands.
+    one has been taken, so the rate of the jobs not waiting is the window's arrivals until that
+    moment: ``flow_rate``, counted by the snapshots before it (a burst that arrived with the
+    oldest waiting job, partly taken since, stays out of it). Where no snapshot in the window
+    comes before it, the window's arrivals less the depth, over the part of the window before
+    the oldest job; without a known age inside the window, the window's rate.
     """
     rate = signals.arrival_rate.value or 0.0
+    if signals.flow_rate is not None:
+        return min(rate, signals.flow_rate)
     age, depth, span = signals.oldest_age, signals.depth or 0, signals.rate_span
     if age.value is None or age.precision is Precision.LOWER_BOUND or not depth:
         return rate

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from brokers.base import Precision, QueueSnapshot
 from scaler.arrival_history import ArrivalHistory
 
+#: the flow rate needs arrivals counted over at least this share of the rate window
+MIN_FLOW_SHARE = 0.1
+
 
 @dataclass(frozen=True, slots=True)
 class Figure:
@@ -39,6 +42,11 @@ class QueueSignals:
     time_to_drain: Figure
     #: how much history the rates cover, in seconds
     rate_span: float
+    #: arrivals per second inside the window from its start until the last sample before the
+    #: oldest waiting job arrived: in a FIFO queue all of them have been taken, so this is the
+    #: flow that keeps coming, without the backlog (nor a burst that arrived with the oldest
+    #: job); None where the age, the counts or the span do not tell it
+    flow_rate: float | None = None
 
 
 def compute_signals(
@@ -50,17 +58,20 @@ def compute_signals(
     snapshot has no enqueue time.
     """
     latest = history[-1]
-    arrival_rate, completion_rate, span = _rates(history, window)
+    base_index = _window_start(history, window)
+    arrival_rate, completion_rate, span = _rates(history, base_index)
+    oldest_age = _oldest_age(latest, arrivals)
     return QueueSignals(
         observed_at=latest.observed_at,
         depth=latest.depth,
         in_flight=latest.in_flight,
         consumers=latest.consumers,
-        oldest_age=_oldest_age(latest, arrivals),
+        oldest_age=oldest_age,
         arrival_rate=arrival_rate,
         completion_rate=completion_rate,
         time_to_drain=_time_to_drain(latest.depth, arrival_rate, completion_rate),
         rate_span=span,
+        flow_rate=_flow_rate(history[base_index:], oldest_age, window),
     )
 
 
@@ -96,15 +107,18 @@ def _estimated_age(snapshot: QueueSnapshot, arrivals: ArrivalHistory | None) -> 
     return Figure(age, estimate.precision, "arrival-history")
 
 
-def _rates(history: Sequence[QueueSnapshot], window: float) -> tuple[Figure, Figure, float]:
-    latest = history[-1]
-    start = latest.counted_at - window
-    # the earliest snapshot inside the window with counts (a broker may have had none for a
-    # while), so the rate covers as much of it as we have
-    base_index = next(
+def _window_start(history: Sequence[QueueSnapshot], window: float) -> int:
+    """The earliest snapshot inside the window with counts (a broker may have had none for a
+    while), so that the rates cover as much of it as we have."""
+    start = history[-1].counted_at - window
+    return next(
         (i for i, s in enumerate(history) if s.counted_at >= start and _has_counts(s)),
         len(history) - 1,
     )
+
+
+def _rates(history: Sequence[QueueSnapshot], base_index: int) -> tuple[Figure, Figure, float]:
+    latest = history[-1]
     base = history[base_index]
     span = latest.counted_at - base.counted_at
     exact = all(s.counts_exact for s in itertools.islice(history, base_index + 1, None))
@@ -115,6 +129,27 @@ def _rates(history: Sequence[QueueSnapshot], window: float) -> tuple[Figure, Fig
         _rate(base.completions_total, latest.completions_total, span, precision, source),
         span,
     )
+
+
+def _flow_rate(window: Sequence[QueueSnapshot], age: Figure, span: float) -> float | None:
+    """Arrivals per second from the window's first snapshot to the last one counted before the
+    oldest waiting job arrived, over at least a tenth of the window, from exact counts."""
+    latest = window[-1]
+    if age.value is None or age.precision is Precision.LOWER_BOUND or not latest.depth:
+        return None
+    arrived_at = latest.observed_at - age.value
+    base = window[0]
+    before = [s for s in window if s.counted_at < arrived_at and s.arrivals_total is not None]
+    if base.arrivals_total is None or not before:
+        return None
+    last = before[-1]
+    seconds = last.counted_at - base.counted_at
+    counted = last.arrivals_total
+    if seconds < MIN_FLOW_SHARE * span or counted is None or counted < base.arrivals_total:
+        return None
+    if not all(s.counts_exact for s in window[1 : len(before)]):
+        return None
+    return (counted - base.arrivals_total) / seconds
 
 
 def _has_counts(snapshot: QueueSnapshot) -> bool:

@@ -42,6 +42,7 @@ def signals_of(
     arrivals: float | None = None,
     completions: float | None = None,
     rate_precision: Precision = Precision.EXACT,
+    flow: float | None = None,
 ) -> QueueSignals:
     """Signals as compute_signals would give them; time to drain follows from depth and rates."""
     if depth == 0:
@@ -64,6 +65,7 @@ def signals_of(
         completion_rate=_figure(completions, rate_precision, "test"),
         time_to_drain=drain,
         rate_span=60.0,
+        flow_rate=flow,
     )
 
 
@@ -662,6 +664,26 @@ def test_a_burst_in_the_backlog_is_not_counted_again_as_a_rate() -> None:
     rate_before_backlog = (85.0 * 60 - 5000) / (60 - 15)
     assert decision.needed == pytest.approx((rate_before_backlog + 5000 / 120) / 16)
     assert decision.desired_workers == 3  # was 8 when the burst counted twice
+
+
+def test_a_burst_partly_taken_counts_only_the_flow_before_it() -> None:
+    # 46 s after the burst, 1,555 of its jobs were taken: the window's arrivals less the depth
+    # count them as arrivals before the oldest waiting job (they came at the same instant), which
+    # said 85/s (8 workers); the snapshots counted before the burst say 2/s
+    spec = spec_of(workerThroughput="16", targetAge="2m")
+    burst = signals_of(depth=3569, consumers=3, age=46.0, arrivals=85.4, completions=26.0, flow=2.0)
+    decision, _ = run(spec, burst)
+    assert decision.needed == pytest.approx((2.0 + 3569 / 120) / 16)
+    assert decision.desired_workers == 2
+
+
+def test_the_flow_rate_never_raises_the_window_rate() -> None:
+    spec = spec_of(workerThroughput="2")
+    slowing = signals_of(
+        depth=100, consumers=10, age=5.0, arrivals=10.0, completions=10.0, flow=30.0
+    )
+    decision, _ = run(spec, slowing)
+    assert decision.needed == pytest.approx((10.0 + 100 / 60) / 2)
 
 
 def test_steady_arrivals_with_a_backlog_keep_their_rate() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -387,3 +388,64 @@ def test_a_stamped_estimate_gives_way_to_the_arrival_history(
     age = compute_signals([snapshot], window=60.0, arrivals=arrivals).oldest_age
     assert age.source == expected.source and age.precision is expected.precision
     assert age.value == pytest.approx(expected.value, abs=0.6)
+
+
+# --- the flow rate: arrivals before the oldest waiting job ---------------------------------------
+
+
+def _with_oldest(
+    history: list[QueueSnapshot], enqueued_at: float | None, **changes: object
+) -> list[QueueSnapshot]:
+    """``history`` whose newest snapshot has its oldest job enqueued at ``enqueued_at``."""
+    oldest: dict[str, object] = {
+        "oldest_enqueued_at": enqueued_at,
+        "oldest_precision": Precision.EXACT if enqueued_at is not None else Precision.UNKNOWN,
+        "oldest_source": "payload" if enqueued_at is not None else "",
+    }
+    latest = replace(history[-1], **(oldest | changes))  # type: ignore[arg-type]
+    return [*history[:-1], latest]
+
+
+def test_flow_rate_is_the_window_rate_under_steady_arrivals() -> None:
+    history = _with_oldest(_history(61, arrivals_per_s=5), enqueued_at=58.0)
+    signals = compute_signals(history, 60.0)
+    assert signals.flow_rate == pytest.approx(5.0)
+    assert signals.arrival_rate.value == pytest.approx(5.0)
+
+
+def test_flow_rate_leaves_out_a_burst_that_came_with_the_oldest_job() -> None:
+    # 2 jobs/s, then 5,000 at once at t=20.0 (seen by the snapshot at t=20), oldest waiting
+    # job enqueued then: the window's rate is inflated by the burst, the flow before it is not
+    history = [
+        QueueSnapshot(
+            observed_at=float(t),
+            depth=100,
+            arrivals_total=2 * t + (5000 if t >= 20 else 0),
+            completions_total=0,
+            counts_source="counters",
+        )
+        for t in range(61)
+    ]
+    signals = compute_signals(_with_oldest(history, enqueued_at=20.0), 60.0)
+    assert signals.arrival_rate.value == pytest.approx(2.0 + 5000 / 60)
+    assert signals.flow_rate == pytest.approx(2.0)  # counted from t=0 to t=19
+
+
+@pytest.mark.parametrize(
+    ("enqueued_at", "changes", "inexact_at"),
+    [
+        pytest.param(None, {}, frozenset(), id="age unknown"),
+        pytest.param(
+            30.0, {"oldest_precision": Precision.LOWER_BOUND}, frozenset(), id="age a lower bound"
+        ),
+        pytest.param(30.0, {"depth": 0}, frozenset(), id="nothing waits"),
+        pytest.param(-10.0, {}, frozenset(), id="oldest job older than the window"),
+        pytest.param(4.0, {}, frozenset(), id="under a tenth of the window before it"),
+        pytest.param(30.0, {}, frozenset({10.0}), id="inexact counts before it"),
+    ],
+)
+def test_flow_rate_unknown_where_the_history_cannot_tell(
+    enqueued_at: float | None, changes: dict[str, object], inexact_at: frozenset[float]
+) -> None:
+    history = _with_oldest(_history(61, inexact_at=inexact_at), enqueued_at, **changes)
+    assert compute_signals(history, 60.0).flow_rate is None
