@@ -71,7 +71,7 @@ def compute_signals(
         completion_rate=completion_rate,
         time_to_drain=_time_to_drain(latest.depth, arrival_rate, completion_rate),
         rate_span=span,
-        flow_rate=_flow_rate(history[base_index:], oldest_age, window),
+        flow_rate=_flow_rate(list(itertools.islice(history, base_index, None)), oldest_age, window),
     )
 
 
