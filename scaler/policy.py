@@ -31,8 +31,8 @@ class Reason(enum.StrEnum):
     LEARNING_THROUGHPUT = "learning throughput"
     CLAMPED = "clamped"
     DEPTH_UNKNOWN = "depth unknown"
-    #: arrivals are a lower bound, so scale-in goes one step per rateWindow
-    SCALING_IN_SLOWLY = "scaling in slowly: arrivals are a lower bound"
+    #: arrivals are a lower bound or unknown, so scale-in goes one step per rateWindow
+    SCALING_IN_SLOWLY = "scaling in slowly: arrivals are a lower bound or unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +120,14 @@ def _scale_in_on_lower_bounds(
     reason: Reason,
 ) -> tuple[int, Reason, PolicyState]:
     """Never scale in on an arrival rate that is only a lower bound (jobs came and went between
-    samples, unseen): step down gently instead, so a real backlog shows before it hurts. Where
-    in-flight jobs are observed and none run and none wait, the queue is plainly idle."""
+    samples, unseen) or unknown (the counts are down: RabbitMQ's management API, say, while
+    AMQP still gives the depth; an unknown rate reads as 0 in the need): step down gently
+    instead, so a real backlog shows before it hurts. Where in-flight jobs are observed and none
+    run and none wait, the queue is plainly idle."""
     last = state.last_desired
     if last is None or desired >= last:
         return desired, reason, state
-    if signals.arrival_rate.precision is not Precision.LOWER_BOUND:
+    if signals.arrival_rate.precision not in (Precision.LOWER_BOUND, Precision.UNKNOWN):
         return desired, reason, state
     if signals.depth == 0 and signals.in_flight == 0:
         return desired, reason, state
@@ -230,5 +232,7 @@ def is_active(signals: QueueSignals, spec: TriggerSpec) -> bool | None:
         return None
     if depth <= spec.activation_depth:
         return False
-    age = signals.oldest_age.value
-    return spec.activation_age == 0 or age is None or age > spec.activation_age
+    age = signals.oldest_age
+    if spec.activation_age == 0 or age.value is None or age.precision is Precision.LOWER_BOUND:
+        return True  # a lower bound under activationAge says nothing of the true age
+    return age.value > spec.activation_age

@@ -16,7 +16,13 @@ from collections.abc import Callable, Sequence
 
 from brokers.base import QueueAdapter, QueueSnapshot
 from scaler.arrival_history import ArrivalHistory
-from scaler.errors import BrokerUnavailable, SampleStale, ScalerError, Unavailable
+from scaler.errors import (
+    BrokerUnavailable,
+    QueueMisconfigured,
+    SampleStale,
+    ScalerError,
+    Unavailable,
+)
 from scaler.metrics import Metrics
 from scaler.spec import QueueSource, TriggerSpec
 
@@ -77,6 +83,8 @@ class Sampler:
         if not self._first.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._first.wait(), first_timeout)
+        if isinstance(self.last_error, QueueMisconfigured):  # not a blip: the newest sample's
+            raise QueueMisconfigured(str(self.last_error))  # answer, whatever came before
         if not self._history:
             detail = f": {self.last_error}" if self.last_error else ""
             raise SampleStale(f"no sample of {self.source.describe()} yet{detail}")

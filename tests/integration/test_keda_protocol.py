@@ -296,6 +296,37 @@ async def test_a_broker_that_never_answers_is_unavailable_not_zero(
     assert time.monotonic() - started < 4.0  # the first-sample wait is bounded (about 1 s each)
 
 
+async def test_a_queue_key_of_the_wrong_type_is_failed_precondition_and_recovers(
+    stub: pb_grpc.ExternalScalerAsyncStub,
+    redis_client: aioredis.Redis,
+    redis_url: str,
+    queue_name: str,
+    cleanup: None,
+) -> None:
+    await redis_client.set(f"queue:{queue_name}", "not a list")
+    so = ref({"url": redis_url, "queue": queue_name, "format": "sidekiq", "workerThroughput": "1", "sampleInterval": "0.2s"})  # fmt: skip
+    request = pb.GetMetricsRequest(scaledObjectRef=so)
+    for call in (stub.GetMetrics(request), stub.IsActive(so)):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION, caught.value
+        assert f"'queue:{queue_name}' is not a list" in (caught.value.details() or "")
+
+    await redis_client.delete(f"queue:{queue_name}")  # fixed: the next sample answers
+    await push_sidekiq_jobs(redis_client, queue_name, [5.0])
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            active = await stub.IsActive(so)
+        except grpc.aio.AioRpcError as error:
+            assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, error
+            assert time.monotonic() < deadline, "still misconfigured after the fix"
+            await asyncio.sleep(0.2)
+        else:
+            assert active.result is True
+            break
+
+
 async def test_stream_is_active_sends_state_at_once_then_true_within_a_second(
     stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,

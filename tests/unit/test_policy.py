@@ -535,6 +535,12 @@ def test_workers_metric_is_desired_workers_with_target_1() -> None:
             {"activationAge": "30s"}, signals_of(depth=3, age=None), True, id="age unknown"
         ),
         pytest.param(
+            {"activationAge": "30s"},
+            signals_of(depth=3, age=10.0, age_precision=Precision.LOWER_BOUND),
+            True,
+            id="age at least 10 s: may be older than the threshold",
+        ),
+        pytest.param(
             {"activationAge": "30s", "activationDepth": "5"},
             signals_of(depth=10, age=10.0),
             False,
@@ -650,6 +656,19 @@ def test_stays_active_while_stepping_down_on_lower_bounds() -> None:
     assert decision.reason is Reason.SCALING_IN_SLOWLY
     assert (decision.desired_workers, decision.active) == (4, True)
     assert is_active(unseen, spec) is False
+
+
+def test_unknown_arrivals_scale_in_one_step_and_stay_active() -> None:
+    # RabbitMQ with its management API down: AMQP gives the depth (0 ready) but not the rates nor
+    # what runs; five consumers were busy. Reading the unknown rate as 0 took them to zero.
+    spec = spec_of(workerThroughput="1")
+    blind = signals_of(depth=0, consumers=5, arrivals=None, completions=None)
+    decision, state = decide(blind, spec, NOW, PolicyState(last_desired=5))
+    assert decision.reason is Reason.SCALING_IN_SLOWLY
+    assert (decision.desired_workers, decision.active) == (4, True)
+    backlog = signals_of(depth=30, consumers=5, arrivals=None, completions=None)
+    decision, _ = decide(backlog, spec, NOW + 61, state)
+    assert decision.desired_workers == 3  # 30/60 s asks for 1: one step down, not to 1
 
 
 # --- the arrival rate to keep up with -------------------------------------------------------------
