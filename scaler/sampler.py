@@ -68,6 +68,8 @@ class Sampler:
         self._watchers = 0
         self._first = asyncio.Event()
         self._changed = asyncio.Event()
+        #: set when a stream starts watching, so that the loop does not sleep out a long interval
+        self._watch_started = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     # -- what triggers do ------------------------------------------------------------------
@@ -107,6 +109,7 @@ class Sampler:
     def watched(self) -> collections.abc.Iterator[None]:
         """While a stream watches, sample at least every ``WATCHED_INTERVAL`` seconds."""
         self._watchers += 1
+        self._watch_started.set()
         try:
             yield
         finally:
@@ -134,7 +137,10 @@ class Sampler:
                 started = time.monotonic()
                 await self._sample_once()
                 interval = min(self.interval, WATCHED_INTERVAL) if self._watchers else self.interval
-                await asyncio.sleep(max(0.0, started + interval - time.monotonic()))
+                with contextlib.suppress(TimeoutError):
+                    pause = max(0.0, started + interval - time.monotonic())
+                    await asyncio.wait_for(self._watch_started.wait(), pause)
+                self._watch_started.clear()
             log.info("stopping the idle sampler of %s", self.source.describe())
         finally:
             on_stop(self)

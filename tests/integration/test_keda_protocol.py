@@ -327,14 +327,17 @@ async def test_a_queue_key_of_the_wrong_type_is_failed_precondition_and_recovers
             break
 
 
+@pytest.mark.parametrize("interval", ["1s", "8s"])  # a watched queue is sampled every 250 ms
 async def test_stream_is_active_sends_state_at_once_then_true_within_a_second(
     stub: pb_grpc.ExternalScalerAsyncStub,
     redis_client: aioredis.Redis,
     redis_url: str,
     queue_name: str,
     cleanup: None,
+    interval: str,
 ) -> None:
-    so = ref({"url": redis_url, "queue": queue_name, "format": "sidekiq", "workerThroughput": "1"})
+    so = ref({"url": redis_url, "queue": queue_name, "format": "sidekiq", "workerThroughput": "1", "sampleInterval": interval})  # fmt: skip
+    await stub.IsActive(so)  # the queue's sampler runs (and sleeps out its interval) already
     stream = stub.StreamIsActive(so)
     first = await next_state(stream, 2.0)
     assert first.result is False
