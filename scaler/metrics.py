@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from brokers.base import QueueSnapshot
+from scaler.signals import compute_signals
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
+    from scaler.arrival_history import ArrivalHistory
     from scaler.policy import Decision
     from scaler.signals import QueueSignals
     from scaler.spec import QueueSource, TriggerSpec
@@ -52,7 +54,9 @@ class Metrics:
             "Share of time the queue could deliver to a consumer at once (RabbitMQ)",
         )
         self.oldest_age = queue_gauge(
-            "queue_oldest_age_seconds", "Age of the oldest waiting job at the last sample"
+            "queue_oldest_age_seconds",
+            "Age of the oldest waiting job at the last sample, as the policy reads it: from a job "
+            "timestamp or estimated from the arrival history (precision: signal_precision)",
         )
         self.samples = Counter(f"{PREFIX}_samples", "Samples taken", QUEUE_LABELS, registry=r)
         self.sample_errors = Counter(
@@ -105,9 +109,17 @@ class Metrics:
         )
         self._reasons: dict[tuple[str, ...], str] = {}
         self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
+        #: per queue, the arrival history its sampler keeps (see :meth:`track_arrivals`)
+        self._arrivals: dict[QueueSource, ArrivalHistory] = {}
         self._lock = threading.Lock()
 
     # -- per queue ----------------------------------------------------------------------------
+
+    def track_arrivals(self, source: QueueSource, arrivals: ArrivalHistory) -> None:
+        """Estimate ``source``'s oldest age from ``arrivals``, the arrival history its sampler
+        keeps and the policy reads, where a sample has no enqueue time. Until then (and for a
+        queue nobody tracks) the age comes from the snapshot alone."""
+        self._arrivals[source] = arrivals
 
     def record_sample(self, source: QueueSource, snapshot: QueueSnapshot, seconds: float) -> None:
         labels = (source.broker, source.queue, source.format)
@@ -117,12 +129,11 @@ class Metrics:
         self.in_flight.labels(*labels).set(_value(snapshot.in_flight))
         self.consumers.labels(*labels).set(_value(snapshot.consumers))
         self.consumer_capacity.labels(*labels).set(_value(snapshot.consumer_capacity))
-        age = None
-        if snapshot.depth == 0:
-            age = 0.0
-        elif snapshot.oldest_enqueued_at is not None:
-            age = max(0.0, snapshot.observed_at - snapshot.oldest_enqueued_at)
-        self.oldest_age.labels(*labels).set(_value(age))
+        # the age the policy uses (exact, estimated or a lower bound; NaN only when unknown):
+        # the sampler adds the snapshot's count to the history before it records the sample, and
+        # the age depends on the newest snapshot and that history alone, not on any rate window
+        age = compute_signals((snapshot,), 0.0, self._arrivals.get(source)).oldest_age
+        self.oldest_age.labels(*labels).set(_value(age.value))
         for kind in snapshot.warnings:
             self.sample_warnings.labels(*labels, kind).inc()
 
@@ -131,6 +142,7 @@ class Metrics:
 
     def forget_queue(self, source: QueueSource) -> None:
         labels = (source.broker, source.queue, source.format)
+        self._arrivals.pop(source, None)
         for gauge in (
             self.depth,
             self.in_flight,

@@ -1,10 +1,12 @@
 """Metric names follow Prometheus' conventions, docs/metrics.md lists every one, and the Grafana
 dashboard in deploy/ is valid JSON whose every PromQL expression names only metrics the scaler
-exports, so a renamed metric cannot leave a silent empty panel."""
+exports, so a renamed metric cannot leave a silent empty panel. The queue's age gauge shows the
+age the policy uses, estimated from the arrival history where jobs carry no timestamp."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +14,12 @@ from typing import Any
 
 import pytest
 
+from brokers.base import Precision, QueueSnapshot
+from brokers.formats import End
+from scaler.arrival_history import ArrivalHistory
 from scaler.metrics import PREFIX, Metrics
+from scaler.signals import compute_signals
+from scaler.spec import QueueSource
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "queue-age-scaler.json"
@@ -138,3 +145,72 @@ def test_the_dashboard_shows_what_operators_need() -> None:
     ]
     for required in REQUIRED_PANELS:
         assert any(required <= used for used in per_panel), f"no panel shows {required}"
+
+
+# --- the oldest-age gauge ------------------------------------------------------------------------
+
+RESQUE = QueueSource("redis", "redis://x", "mail", "resque", "resque", End.HEAD)
+AGE = f"{PREFIX}_queue_oldest_age_seconds"
+AGE_LABELS = {"broker": "redis", "queue": "mail", "format": "resque"}
+
+
+def sample(metrics: Metrics, arrivals: ArrivalHistory, snapshot: QueueSnapshot) -> float | None:
+    """What the sampler does with a snapshot: the count into the history, then the metrics."""
+    if snapshot.arrivals_total is not None:
+        arrivals.add(snapshot.counted_at, snapshot.arrivals_total)
+    metrics.record_sample(RESQUE, snapshot, 0.001)
+    return metrics.registry.get_sample_value(AGE, AGE_LABELS)
+
+
+def test_the_age_gauge_shows_the_arrival_history_estimate() -> None:
+    metrics, arrivals = Metrics(), ArrivalHistory()
+    metrics.track_arrivals(RESQUE, arrivals)  # as the service does for each trigger's queue
+    # 10 jobs a second from t=100, none taken: no timestamps, only the marker's arrival count
+    for t in range(10):
+        snapshot = QueueSnapshot(
+            observed_at=100.0 + t, depth=10 * t, arrivals_total=10 * t, counts_source="list-marker"
+        )
+        shown = sample(metrics, arrivals, snapshot)
+    expected = compute_signals((snapshot,), 30.0, arrivals).oldest_age
+    assert expected.precision is Precision.ESTIMATE and expected.source == "arrival-history"
+    assert shown == expected.value == pytest.approx(8.95)  # the first job came in 100..101
+
+
+def test_the_age_gauge_shows_a_lower_bound_for_jobs_older_than_the_history() -> None:
+    metrics, arrivals = Metrics(), ArrivalHistory()
+    metrics.track_arrivals(RESQUE, arrivals)
+    for t in range(4):  # 20 jobs already waiting when sampling started
+        shown = sample(
+            metrics, arrivals, QueueSnapshot(observed_at=50.0 + t, depth=20, arrivals_total=0)
+        )
+    assert shown == 3.0  # all we know: at least as old as the history
+
+
+def test_the_age_gauge_is_nan_only_when_the_age_is_unknown() -> None:
+    metrics, arrivals = Metrics(), ArrivalHistory()
+    metrics.track_arrivals(RESQUE, arrivals)
+    # jobs wait, no timestamp and no count (RabbitMQ with its management API down, say)
+    shown = sample(metrics, arrivals, QueueSnapshot(observed_at=10.0, depth=5))
+    assert shown is not None and math.isnan(shown)
+    assert sample(metrics, arrivals, QueueSnapshot(observed_at=11.0, depth=0)) == 0.0
+    stamped = QueueSnapshot(
+        observed_at=12.0, depth=3, oldest_enqueued_at=2.0, oldest_precision=Precision.EXACT
+    )
+    assert sample(metrics, arrivals, stamped) == 10.0
+
+
+def test_an_untracked_queue_has_the_snapshot_age_and_forgetting_drops_the_history() -> None:
+    metrics, arrivals = Metrics(), ArrivalHistory()
+    counted = [QueueSnapshot(observed_at=float(t), depth=t, arrivals_total=t) for t in range(1, 4)]
+    for snapshot in counted:  # nobody lent the metrics the history: nothing to estimate from
+        shown = sample(metrics, arrivals, snapshot)
+        assert shown is not None and math.isnan(shown)
+    metrics.track_arrivals(RESQUE, arrivals)
+    # lent it, the gauge has what the policy has: the first job came by t=1, the history's start
+    assert (
+        sample(metrics, arrivals, QueueSnapshot(observed_at=4.0, depth=4, arrivals_total=4)) == 3.0
+    )
+    metrics.forget_queue(RESQUE)  # the sampler stopped: the gauge and the history go
+    assert metrics.registry.get_sample_value(AGE, AGE_LABELS) is None
+    shown = sample(metrics, arrivals, QueueSnapshot(observed_at=5.0, depth=5, arrivals_total=5))
+    assert shown is not None and math.isnan(shown)
