@@ -109,19 +109,19 @@ class Metrics:
         )
         self._reasons: dict[tuple[str, ...], str] = {}
         self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
-        #: per queue, the arrival history its sampler keeps (see :meth:`track_arrivals`)
-        self._arrivals: dict[QueueSource, ArrivalHistory] = {}
         self._lock = threading.Lock()
 
     # -- per queue ----------------------------------------------------------------------------
 
-    def track_arrivals(self, source: QueueSource, arrivals: ArrivalHistory) -> None:
-        """Estimate ``source``'s oldest age from ``arrivals``, the arrival history its sampler
-        keeps and the policy reads, where a sample has no enqueue time. Until then (and for a
-        queue nobody tracks) the age comes from the snapshot alone."""
-        self._arrivals[source] = arrivals
-
-    def record_sample(self, source: QueueSource, snapshot: QueueSnapshot, seconds: float) -> None:
+    def record_sample(
+        self,
+        source: QueueSource,
+        snapshot: QueueSnapshot,
+        seconds: float,
+        arrivals: ArrivalHistory | None = None,
+    ) -> None:
+        """One sample of ``source``; ``arrivals``, the queue's arrival history with the sample in
+        it, estimates the age where the sample has no enqueue time, as the policy does."""
         labels = (source.broker, source.queue, source.format)
         self.samples.labels(*labels).inc()
         self.sample_duration.observe(seconds)
@@ -129,10 +129,9 @@ class Metrics:
         self.in_flight.labels(*labels).set(_value(snapshot.in_flight))
         self.consumers.labels(*labels).set(_value(snapshot.consumers))
         self.consumer_capacity.labels(*labels).set(_value(snapshot.consumer_capacity))
-        # the age the policy uses (exact, estimated or a lower bound; NaN only when unknown):
-        # the sampler adds the snapshot's count to the history before it records the sample, and
-        # the age depends on the newest snapshot and that history alone, not on any rate window
-        age = compute_signals((snapshot,), 0.0, self._arrivals.get(source)).oldest_age
+        # the age the policy uses (exact, estimated or a lower bound; NaN only when unknown): it
+        # depends on the newest snapshot and the arrival history alone, not on any rate window
+        age = compute_signals((snapshot,), 0.0, arrivals).oldest_age
         self.oldest_age.labels(*labels).set(_value(age.value))
         for kind in snapshot.warnings:
             self.sample_warnings.labels(*labels, kind).inc()
@@ -142,7 +141,6 @@ class Metrics:
 
     def forget_queue(self, source: QueueSource) -> None:
         labels = (source.broker, source.queue, source.format)
-        self._arrivals.pop(source, None)
         for gauge in (
             self.depth,
             self.in_flight,

@@ -171,7 +171,8 @@ class Sampler:
             self._last_success = time.monotonic()
             self.last_error = None
             self._first.set()
-            self._metrics.record_sample(self.source, snapshot, time.monotonic() - started)
+            seconds = time.monotonic() - started
+            self._metrics.record_sample(self.source, snapshot, seconds, self.arrivals)
         self._changed.set()
         self._changed = asyncio.Event()
 

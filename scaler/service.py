@@ -18,7 +18,7 @@ from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.metrics import Metrics
 from scaler.policy import Decision, PolicyState, decide
-from scaler.sampler import Sampler, SamplerRegistry
+from scaler.sampler import SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
 from scaler.spec import TriggerSpec, parse_metadata
 
@@ -141,7 +141,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.GetMetricSpecResponse],
     ) -> pb.GetMetricSpecResponse:
         spec = self.spec_of(request)
-        self._sampler(spec)  # start sampling now, so GetMetrics finds it warm
+        self._samplers.get(spec)  # start sampling now, so GetMetrics finds it warm
         target = spec.metric_target
         return pb.GetMetricSpecResponse(
             metricSpecs=[
@@ -200,7 +200,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         every second while active. Ends with OK when the server shuts down."""
         try:
             spec = self.spec_of(request)
-            sampler = self._sampler(spec)
+            sampler = self._samplers.get(spec)
             with sampler.watched():
                 last: bool | None = None
                 last_sent = 0.0
@@ -224,18 +224,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def _parse_uncached(self, items: frozenset[tuple[str, str]]) -> TriggerSpec:
         return parse_metadata(dict(items), self._profiles)
 
-    def _sampler(self, spec: TriggerSpec) -> Sampler:
-        """``spec``'s sampler (started if need be), its arrival history lent to the metrics so
-        that the queue's age gauge shows the estimate the policy uses."""
-        sampler = self._samplers.get(spec)
-        self._metrics.track_arrivals(sampler.source, sampler.arrivals)
-        return sampler
-
     async def evaluate(
         self, ref: pb.ScaledObjectRef, spec: TriggerSpec
     ) -> tuple[QueueSignals, Decision]:
         """Signals and decision for one trigger, from the cached snapshots."""
-        sampler = self._sampler(spec)
+        sampler = self._samplers.get(spec)
         history = await sampler.history(self._first_sample_timeout)
         key = (ref.namespace, ref.name, spec)
         cached = self._evaluations.get(key)

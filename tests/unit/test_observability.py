@@ -158,13 +158,12 @@ def sample(metrics: Metrics, arrivals: ArrivalHistory, snapshot: QueueSnapshot) 
     """What the sampler does with a snapshot: the count into the history, then the metrics."""
     if snapshot.arrivals_total is not None:
         arrivals.add(snapshot.counted_at, snapshot.arrivals_total)
-    metrics.record_sample(RESQUE, snapshot, 0.001)
+    metrics.record_sample(RESQUE, snapshot, 0.001, arrivals)
     return metrics.registry.get_sample_value(AGE, AGE_LABELS)
 
 
 def test_the_age_gauge_shows_the_arrival_history_estimate() -> None:
     metrics, arrivals = Metrics(), ArrivalHistory()
-    metrics.track_arrivals(RESQUE, arrivals)  # as the service does for each trigger's queue
     # 10 jobs a second from t=100, none taken: no timestamps, only the marker's arrival count
     for t in range(10):
         snapshot = QueueSnapshot(
@@ -178,7 +177,6 @@ def test_the_age_gauge_shows_the_arrival_history_estimate() -> None:
 
 def test_the_age_gauge_shows_a_lower_bound_for_jobs_older_than_the_history() -> None:
     metrics, arrivals = Metrics(), ArrivalHistory()
-    metrics.track_arrivals(RESQUE, arrivals)
     for t in range(4):  # 20 jobs already waiting when sampling started
         shown = sample(
             metrics, arrivals, QueueSnapshot(observed_at=50.0 + t, depth=20, arrivals_total=0)
@@ -188,7 +186,6 @@ def test_the_age_gauge_shows_a_lower_bound_for_jobs_older_than_the_history() -> 
 
 def test_the_age_gauge_is_nan_only_when_the_age_is_unknown() -> None:
     metrics, arrivals = Metrics(), ArrivalHistory()
-    metrics.track_arrivals(RESQUE, arrivals)
     # jobs wait, no timestamp and no count (RabbitMQ with its management API down, say)
     shown = sample(metrics, arrivals, QueueSnapshot(observed_at=10.0, depth=5))
     assert shown is not None and math.isnan(shown)
@@ -199,18 +196,12 @@ def test_the_age_gauge_is_nan_only_when_the_age_is_unknown() -> None:
     assert sample(metrics, arrivals, stamped) == 10.0
 
 
-def test_an_untracked_queue_has_the_snapshot_age_and_forgetting_drops_the_history() -> None:
+def test_forgetting_the_queue_drops_the_age_gauge() -> None:
     metrics, arrivals = Metrics(), ArrivalHistory()
-    counted = [QueueSnapshot(observed_at=float(t), depth=t, arrivals_total=t) for t in range(1, 4)]
-    for snapshot in counted:  # nobody lent the metrics the history: nothing to estimate from
-        shown = sample(metrics, arrivals, snapshot)
-        assert shown is not None and math.isnan(shown)
-    metrics.track_arrivals(RESQUE, arrivals)
-    # lent it, the gauge has what the policy has: the first job came by t=1, the history's start
-    assert (
-        sample(metrics, arrivals, QueueSnapshot(observed_at=4.0, depth=4, arrivals_total=4)) == 3.0
-    )
-    metrics.forget_queue(RESQUE)  # the sampler stopped: the gauge and the history go
+    for t in range(1, 5):
+        shown = sample(
+            metrics, arrivals, QueueSnapshot(observed_at=float(t), depth=t, arrivals_total=t)
+        )
+    assert shown == 3.0  # the first job came by t=1, the history's start
+    metrics.forget_queue(RESQUE)  # the sampler stopped
     assert metrics.registry.get_sample_value(AGE, AGE_LABELS) is None
-    shown = sample(metrics, arrivals, QueueSnapshot(observed_at=5.0, depth=5, arrivals_total=5))
-    assert shown is not None and math.isnan(shown)
