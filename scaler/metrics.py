@@ -153,6 +153,30 @@ class Metrics:
 
     # -- per trigger --------------------------------------------------------------------------
 
+    @staticmethod
+    def trigger_labels(namespace: str, name: str, spec: TriggerSpec) -> tuple[str, ...]:
+        return (namespace, name, spec.source.queue, spec.metric.value)
+
+    def forget_trigger(self, labels: tuple[str, ...]) -> None:
+        """Drop every series of a trigger that KEDA no longer asks about."""
+        for gauge in (
+            self.arrival_rate,
+            self.completion_rate,
+            self.time_to_drain,
+            self.target_age,
+            self.target_drain_time,
+            self.desired_workers,
+            self.ceiling,
+        ):
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
+        with self._lock:
+            reason = self._reasons.pop(labels, None)
+            if reason is not None:
+                self.decision.remove(*labels, reason)
+            for key in [k for k in self._precisions if k[: len(labels)] == labels]:
+                self.precision.remove(*key, *self._precisions.pop(key))
+
     def record_decision(
         self,
         namespace: str,
@@ -161,7 +185,7 @@ class Metrics:
         signals: QueueSignals,
         decision: Decision,
     ) -> None:
-        labels = (namespace, name, spec.source.queue, spec.metric.value)
+        labels = self.trigger_labels(namespace, name, spec)
         self.arrival_rate.labels(*labels).set(_value(signals.arrival_rate.value))
         self.completion_rate.labels(*labels).set(_value(signals.completion_rate.value))
         self.time_to_drain.labels(*labels).set(_value(signals.time_to_drain.value))

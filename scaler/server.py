@@ -63,7 +63,11 @@ async def running_server(
     metrics = Metrics()
     samplers = SamplerRegistry(open_adapter_, metrics, idle_after=config.idle_after)
     service = ExternalScalerService(
-        samplers, metrics, config.profiles, first_sample_timeout=config.first_sample_timeout
+        samplers,
+        metrics,
+        config.profiles,
+        first_sample_timeout=config.first_sample_timeout,
+        idle_after=config.idle_after,
     )
     health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]
     server = grpc.aio.server()

@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
@@ -18,7 +20,7 @@ from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.metrics import Metrics
 from scaler.policy import Decision, PolicyState, decide
-from scaler.sampler import SamplerRegistry
+from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
 from scaler.spec import TriggerSpec, parse_metadata
 
@@ -110,6 +112,22 @@ def _decision_fields(
     }
 
 
+#: a trigger KEDA asks about, by namespace, ScaledObject and spec
+TriggerKey = tuple[str, str, TriggerSpec]
+
+
+@dataclass(slots=True)
+class _Trigger:
+    """What the service keeps per trigger between KEDA's calls."""
+
+    state: PolicyState
+    asked: float
+    #: the last evaluation, by the time of the sample it was made from
+    evaluation: tuple[float, QueueSignals, Decision] | None = None
+    #: the last decision logged (reason, workers)
+    logged: tuple[str, int] | None = None
+
+
 class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def __init__(
         self,
@@ -118,17 +136,17 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         profiles: Mapping[str, str],
         *,
         first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT,
+        idle_after: float = IDLE_AFTER,
     ) -> None:
         self._samplers = samplers
         self._metrics = metrics
         self._profiles = dict(profiles)
         self._first_sample_timeout = first_sample_timeout
-        self._states: dict[tuple[str, str, TriggerSpec], PolicyState] = {}
-        #: the last evaluation per trigger, by the time of the sample it was made from
-        self._evaluations: dict[
-            tuple[str, str, TriggerSpec], tuple[float, QueueSignals, Decision]
-        ] = {}
-        self._decisions: dict[tuple[str, str, TriggerSpec], tuple[str, int]] = {}
+        #: triggers not asked about for this long are forgotten, with their metrics (a deleted
+        #: ScaledObject, or a spec replaced by edited metadata)
+        self._idle_after = idle_after
+        self._triggers: dict[TriggerKey, _Trigger] = {}
+        self._swept = time.monotonic()
         self.shutting_down = asyncio.Event()
         self._parse = functools.lru_cache(maxsize=SPEC_CACHE_SIZE)(self._parse_uncached)
 
@@ -231,30 +249,46 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         sampler = self._samplers.get(spec)
         history = await sampler.history(self._first_sample_timeout)
         key = (ref.namespace, ref.name, spec)
-        cached = self._evaluations.get(key)
+        now = time.monotonic()
+        self._forget_idle(now)
+        trigger = self._triggers.get(key)
+        if trigger is None:
+            trigger = self._triggers[key] = _Trigger(PolicyState(), now)
+        trigger.asked = now
+        cached = trigger.evaluation
         if cached is not None and cached[0] == history[-1].observed_at:
             # KEDA asks GetMetrics then IsActive (and the HPA again) on the same sample: decide,
             # record and log once per sample
             return cached[1], cached[2]
         signals = compute_signals(history, spec.rate_window, sampler.arrivals)
-        decision, self._states[key] = decide(
-            signals, spec, signals.observed_at, self._states.get(key, PolicyState())
-        )
-        self._evaluations[key] = (signals.observed_at, signals, decision)
+        decision, trigger.state = decide(signals, spec, signals.observed_at, trigger.state)
+        trigger.evaluation = (signals.observed_at, signals, decision)
         self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
-        self._log_decision(key, spec, signals, decision)
+        self._log_decision(key, trigger, signals, decision)
         return signals, decision
 
+    def _forget_idle(self, now: float) -> None:
+        """Forget the triggers nobody asked about for ``idle_after``, and the metrics that only
+        they had (checked at most every tenth of that time)."""
+        if now - self._swept < self._idle_after / 10:
+            return
+        self._swept = now
+        idle = [k for k, t in self._triggers.items() if now - t.asked > self._idle_after]
+        for key in idle:
+            del self._triggers[key]
+        kept = {Metrics.trigger_labels(ns, name, spec) for ns, name, spec in self._triggers}
+        for ns, name, spec in idle:
+            labels = Metrics.trigger_labels(ns, name, spec)
+            if labels not in kept:
+                self._metrics.forget_trigger(labels)
+
     def _log_decision(
-        self,
-        key: tuple[str, str, TriggerSpec],
-        spec: TriggerSpec,
-        signals: QueueSignals,
-        decision: Decision,
+        self, key: TriggerKey, trigger: _Trigger, signals: QueueSignals, decision: Decision
     ) -> None:
+        spec = key[2]
         summary = (decision.reason_text, decision.desired_workers)
-        level = logging.INFO if self._decisions.get(key) != summary else logging.DEBUG
-        self._decisions[key] = summary
+        level = logging.INFO if trigger.logged != summary else logging.DEBUG
+        trigger.logged = summary
         if log.isEnabledFor(level):
             log.log(
                 level,

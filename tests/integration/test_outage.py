@@ -91,3 +91,50 @@ async def test_idle_sampler_stops_and_releases_its_connection(own_redis: RedisPr
         assert len(server.samplers) == 0
         assert int(admin.info("clients")["connected_clients"]) == 1
         admin.close()
+
+
+async def test_a_trigger_nobody_asks_about_is_forgotten_with_its_metrics(
+    own_redis: RedisProcess,
+) -> None:
+    """A deleted ScaledObject, or metadata edited into a new spec: its series leave /metrics."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from scaler.server import ServerConfig, running_server
+
+    def series(server: RunningServer) -> set[tuple[str, str]]:
+        """(metric, scaled_object) of every per-trigger series exported."""
+        body = generate_latest(server.metrics.registry).decode()
+        return {
+            (sample.name, sample.labels["scaled_object"])
+            for family in text_string_to_metric_families(body)
+            for sample in family.samples
+            if "scaled_object" in sample.labels
+        }
+
+    def ref(name: str) -> pb.ScaledObjectRef:
+        metadata = {
+            "url": own_redis.url,
+            "queue": name,
+            "format": "sidekiq",
+            "workerThroughput": "1",
+        }
+        return pb.ScaledObjectRef(name=name, namespace="shop", scalerMetadata=metadata)
+
+    config = ServerConfig(host="127.0.0.1", port=0, metrics_port=None, idle_after=1.0)
+    async with (
+        running_server(config) as server,
+        grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
+        stub = pb_grpc.ExternalScalerStub(channel)
+        assert (await stub.IsActive(ref("gone"))).result is False
+        exported = series(server)
+        assert ("queue_age_scaler_desired_workers", "gone") in exported
+        assert ("queue_age_scaler_decision", "gone") in exported
+        assert ("queue_age_scaler_signal_precision", "gone") in exported
+        for _ in range(6):  # only "kept" is asked about from now on
+            await asyncio.sleep(0.5)
+            assert (await stub.IsActive(ref("kept"))).result is False
+        exported = series(server)
+        assert {name for name, so in exported if so == "gone"} == set()
+        assert ("queue_age_scaler_desired_workers", "kept") in exported
