@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 
 import pytest
+from redis.asyncio.connection import ConnectionPool
 
 from brokers.formats import End
 from scaler.errors import InvalidMetadata
@@ -838,3 +839,240 @@ def test_priority_keys_apply_only_to_celery(metadata: dict[str, str], key: str) 
         str(err)
         == f"{key}: does not apply to format {fmt}; remove it (it applies to format celery)"
     )
+
+
+# --- Redis URLs: checked as redis-py reads them, before any sample -------------------------------
+
+#: Redis URLs redis-py takes with the options the scaler passes; each must parse unchanged
+GOOD_REDIS_URLS = [
+    pytest.param(SECRET_URL, id="password"),
+    pytest.param(f"redis://default:{SECRET}@redis.internal:6379/3", id="user and password"),
+    pytest.param(f"redis://:{SECRET}@[::1]:6379/0", id="IPv6 host"),
+    pytest.param("redis://redis.internal", id="no port, no db"),
+    pytest.param("redis://redis.internal:6379/", id="empty path"),
+    pytest.param("redis://redis.internal:6379/15/", id="db with a trailing slash"),
+    pytest.param("redis://redis.internal:6379?db=4", id="db in the query"),
+    pytest.param("redis://redis.internal:6379/2?db=4", id="db in path and query (query wins)"),
+    pytest.param("redis://redis.internal:/0", id="empty port"),
+    pytest.param(
+        "redis://redis.internal:6379/0?socket_timeout=5&socket_connect_timeout=1.5"
+        "&health_check_interval=30&client_name=queue-age-scaler&socket_keepalive=false",
+        id="client options",
+    ),
+    pytest.param(f"redis://redis.internal:6379/0?password={SECRET}", id="password in the query"),
+    pytest.param(
+        f"rediss://scaler:{SECRET}@redis.example:6380/0?ssl_cert_reqs=required"
+        "&ssl_ca_certs=/tls/ca.pem&ssl_certfile=/tls/client.pem&ssl_keyfile=/tls/client.key",
+        id="rediss with a CA and a client certificate",
+    ),
+    pytest.param(
+        f"rediss://:{SECRET}@redis.example:6380?ssl_cert_reqs=none", id="rediss without checks"
+    ),
+    pytest.param(
+        "rediss://redis.example:6380/1?ssl_check_hostname=false&ssl_cert_reqs=optional",
+        id="rediss without the host name check",
+    ),
+    pytest.param("unix:///var/run/redis/redis.sock?db=2", id="unix socket with db"),
+    pytest.param(
+        f"unix:///var/run/redis/redis.sock?db=2&password={SECRET}", id="unix socket, password"
+    ),
+    pytest.param("unix:///var/run/redis/redis.sock", id="unix socket"),
+]
+
+
+@pytest.mark.parametrize("url", GOOD_REDIS_URLS)
+def test_good_redis_urls_are_accepted(url: str) -> None:
+    spec = parse_metadata({"url": url, "queue": "q", "format": "rq"})
+    assert spec.source.url == url
+    assert spec.source.broker == "redis"
+
+
+@pytest.mark.parametrize("url", GOOD_REDIS_URLS)
+def test_good_redis_urls_are_ones_redis_py_takes(url: str) -> None:
+    # what the parser accepts, redis-py's client builds a connection from (no I/O)
+    pool = ConnectionPool.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+    pool.make_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+
+
+BAD_REDIS_URLS = [
+    pytest.param(
+        f"redis://:{SECRET}@redis.internal:6379/0?foo=1",
+        ["query option 'foo'", "not one redis-py takes", "client_name"],
+        id="unknown query option",
+    ),
+    pytest.param(
+        "redis://redis.internal:6379/0?clientname=scaler",
+        ["'clientname'", "did you mean 'client_name'"],
+        id="query option typo",
+    ),
+    pytest.param(
+        f"redis://:{SECRET}@redis.internal:6379?db=abc",
+        ["?db=", "'abc'", "whole number"],
+        id="db in the query not a number",
+    ),
+    pytest.param(
+        "redis://redis.internal:6379?db=-1",
+        ["?db=", "'-1'", "at least 0"],
+        id="negative db in the query",
+    ),
+    pytest.param(
+        f"redis://:{SECRET}@redis.internal/abc",
+        ["path '/abc'", "database number", "/DB"],
+        id="db in the path not a number",
+    ),
+    pytest.param("redis://redis.internal:6379/-1", ["path '/-1'"], id="negative db in the path"),
+    pytest.param("redis://redis.internal:6379/1/2", ["path '/1/2'"], id="two path segments"),
+    pytest.param(
+        f"redis://:{SECRET}@redis.internal:0/0",
+        ["port 0", "1 to 65535"],
+        id="port 0 (redis-py would use 6379)",
+    ),
+    pytest.param(
+        f"redis://:{SECRET}@redis.internal:99999/0", ["cannot be parsed", "port"], id="port 99999"
+    ),
+    pytest.param(
+        f"redis://:{SECRET}@redis.internal:63x9/0", ["cannot be parsed", "port"], id="port 63x9"
+    ),
+    pytest.param(
+        f"redis://:{SECRET}@redis.internal:6379/0?socket_timeout=soon",
+        ["?socket_timeout=", "'soon'", "a number"],
+        id="option value redis-py cannot read",
+    ),
+    pytest.param(
+        "redis://redis.internal:6379/0?timeout=3",
+        ["'timeout'", "not one redis-py takes"],
+        id="timeout: parsed by redis-py, taken by no connection",
+    ),
+    pytest.param(
+        f"redis://:{SECRET}@redis.internal:6379/0?ssl_cert_reqs=none",
+        ["'ssl_cert_reqs'", "rediss://"],
+        id="TLS option on redis://",
+    ),
+    pytest.param(
+        "unix:///var/run/redis.sock?ssl_ca_certs=/tls/ca.pem",
+        ["'ssl_ca_certs'", "rediss://"],
+        id="TLS option on unix://",
+    ),
+    pytest.param(
+        f"rediss://:{SECRET}@redis.example:6380/0?ssl_cert_reqs=maybe",
+        ["?ssl_cert_reqs=", "'maybe'", "none, optional or required"],
+        id="bad ssl_cert_reqs",
+    ),
+    pytest.param(
+        "redis://redis.internal:6379/0?decode_responses=false",
+        ["'decode_responses'", "not from a URL"],
+        id="option redis-py takes only from code",
+    ),
+    pytest.param(
+        "redis://redis.internal:6379/0?retry=3", ["'retry'", "not from a URL"], id="retry"
+    ),
+    pytest.param(
+        "redis://redis.internal:6379/0?protocol=5",
+        ["redis-py cannot use", "protocol"],
+        id="value redis-py refuses when it builds a connection",
+    ),
+    pytest.param(
+        f"unix://:{SECRET}@?db=2",
+        ["unix://", "socket's path"],
+        id="unix socket without a path",
+    ),
+]
+
+
+@pytest.mark.parametrize(("url", "fragments"), BAD_REDIS_URLS)
+def test_bad_redis_urls_are_invalid_metadata(url: str, fragments: list[str]) -> None:
+    err = _invalid({"url": url, "queue": "q", "format": "rq"})
+    assert err.key == "url"
+    message = str(err)
+    assert message.startswith("url: ")
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert SECRET not in message
+    assert url not in message
+
+
+@pytest.mark.parametrize(("url", "fragments"), BAD_REDIS_URLS)
+def test_bad_redis_url_of_a_profile_names_the_profile(url: str, fragments: list[str]) -> None:
+    err = _invalid({"connection": "orders", "queue": "q", "format": "rq"}, {"orders": url})
+    assert err.key == "connection"
+    message = str(err)
+    assert message.startswith("connection: the URL of connection profile 'orders': ")
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert SECRET not in message
+
+
+def test_bad_redis_url_from_env_is_named_url() -> None:
+    err = _invalid({"urlFromEnv": "redis://redis.internal/0?foo=1", "queue": "q", "format": "rq"})
+    assert err.key == "url"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        # a '/', '?' or '#' left in a password ends the host part early: what urllib then takes
+        # for a port, a path or an option is a piece of the password
+        pytest.param(f"redis://scaler:{SECRET}/x@redis.internal:6379/0", id="'/' in password"),
+        pytest.param(f"redis://:{SECRET}#x@redis.internal:6379/0", id="'#' in password"),
+        pytest.param(f"redis://:x/{SECRET}@redis.internal:6379/0", id="path is the password"),
+        pytest.param(f"redis://:x?{SECRET}=1@redis.internal:6379/0", id="option is the password"),
+        pytest.param(f"redis://scaler:123/{SECRET}@redis.internal:6379/0", id="path after a port"),
+        pytest.param(f"redis://scaler:123?{SECRET}=1@redis.internal/0", id="option after a port"),
+    ],
+)
+def test_password_with_unencoded_characters_is_not_shown(url: str) -> None:
+    err = _invalid({"url": url, "queue": "q", "format": "rq"})
+    assert err.key == "url"
+    assert SECRET not in str(err)
+    assert "percent-encode" in str(err)
+
+
+# --- sampleInterval ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("interval", ["0.001", "1ms", "99ms", "0.05s"])
+def test_sample_interval_below_the_minimum_is_refused(interval: str) -> None:
+    err = _invalid(RQ | {"sampleInterval": interval})
+    assert err.key == "sampleInterval"
+    message = str(err)
+    assert message.startswith(f"sampleInterval: got {interval!r}; ")
+    assert "at least 100ms" in message
+
+
+@pytest.mark.parametrize(("interval", "seconds"), [("100ms", 0.1), ("0.1", 0.1), ("250ms", 0.25)])
+def test_sample_interval_at_or_above_the_minimum_is_accepted(interval: str, seconds: float) -> None:
+    assert parse_metadata(RQ | {"sampleInterval": interval}).sample_interval == seconds
+
+
+# --- connection profile names match as QUEUE_AGE_SCALER_CONNECTION_<NAME> does -------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["orders-redis", "orders_redis", "ORDERS_REDIS", "Orders-Redis", "orders.redis"]
+)
+def test_connection_name_matches_ignoring_case_and_separators(name: str) -> None:
+    # load_profiles names QUEUE_AGE_SCALER_CONNECTION_ORDERS_REDIS's profile orders-redis
+    profiles = {"orders-redis": SECRET_URL, "reports": "redis://reports:6379/1"}
+    spec = parse_metadata({"connection": name, "queue": "q", "format": "rq"}, profiles)
+    assert spec.source.url == SECRET_URL
+
+
+def test_connection_name_exact_match_wins() -> None:
+    profiles = {"orders-redis": SECRET_URL, "orders_redis": "redis://other:6379/0"}
+    spec = parse_metadata({"connection": "orders_redis", "queue": "q", "format": "rq"}, profiles)
+    assert spec.source.url == "redis://other:6379/0"
+
+
+def test_connection_name_matching_several_profiles_is_refused() -> None:
+    profiles = {"orders-redis": SECRET_URL, "orders_redis": "redis://other:6379/0"}
+    err = _invalid({"connection": "Orders.Redis", "queue": "q", "format": "rq"}, profiles)
+    assert err.key == "connection"
+    assert "'orders-redis'" in str(err)
+    assert "'orders_redis'" in str(err)
+    assert SECRET not in str(err)
+
+
+def test_unknown_connection_profile_says_how_names_match() -> None:
+    err = _invalid({"connection": "orders-rabbit", "queue": "q"}, profiles=PROFILES)
+    assert "known: main, reports" in str(err)
+    assert "case" in str(err)
