@@ -660,8 +660,9 @@ def _redis_option_problem(name: str, scheme: str, shown: str) -> str:
         return f"query option {shown} is a TLS option: it applies to rediss:// URLs only"
     if name in _redis_arguments(scheme):
         return (
-            f"query option {shown}: redis-py takes it as a Python value from code, not from a "
-            "URL's text; remove it"
+            f"query option {shown} is a redis-py argument that the scaler does not take from a "
+            "URL (it needs a Python value, or changes how commands and replies are encoded); "
+            "remove it"
         )
     allowed = sorted(redis_url_options(scheme))
     close = difflib.get_close_matches(name.lower(), allowed, n=1, cutoff=0.6)

@@ -960,11 +960,16 @@ BAD_REDIS_URLS = [
     ),
     pytest.param(
         "redis://redis.internal:6379/0?decode_responses=false",
-        ["'decode_responses'", "not from a URL"],
+        ["'decode_responses'", "does not take from a URL"],
         id="option redis-py takes only from code",
     ),
     pytest.param(
-        "redis://redis.internal:6379/0?retry=3", ["'retry'", "not from a URL"], id="retry"
+        "redis://redis.internal:6379/0?retry=3", ["'retry'", "does not take from a URL"], id="retry"
+    ),
+    pytest.param(
+        "redis://redis.internal:6379/0?encoding=latin-1",
+        ["'encoding'", "does not take from a URL", "encoded"],
+        id="encoding",
     ),
     pytest.param(
         "redis://redis.internal:6379/0?protocol=5",
