@@ -9,23 +9,20 @@ from __future__ import annotations
 import difflib
 import enum
 import functools
-import inspect
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
+from typing import TypeVar
+from urllib.parse import urlsplit
 
 from brokers.formats import DEFAULT_FORMAT, FORMATS, End
 from brokers.kombu_layout import PRIORITY_STEPS, SEP
 from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
+from brokers.redis_url import PERCENT_ENCODE, check_redis_url, misplaced_at
 from scaler.connections import profile_key
 from scaler.durations import parse_duration
 from scaler.errors import InvalidMetadata
-
-if TYPE_CHECKING:  # redis-py is imported when a Redis URL is first checked, not before
-    from redis.asyncio.connection import AbstractConnection
 
 #: keys KEDA itself sets on every external trigger; accepted and ignored
 KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl"})
@@ -62,31 +59,6 @@ _DEPENDENCY = re.compile(r"^([A-Za-z0-9_.-]+)=([0-9.]+)/([0-9.]+)$")
 _PRIORITY_STEP = re.compile(r"^([0-9]+)(?:\s*-\s*([0-9]+))?$")
 #: the most ``prioritySteps``: kombu keeps one list per step, and a sample reads each one
 MAX_PRIORITY_STEPS = 256
-
-#: query options whose text redis-py hands to its connection as is; it converts those in
-#: ``redis.asyncio.connection.URL_QUERY_ARGUMENT_PARSERS``, and the other arguments of a
-#: connection take Python objects
-REDIS_TEXT_OPTIONS = frozenset(
-    {
-        "username", "password", "client_name", "lib_name", "lib_version", "ssl_keyfile",
-        "ssl_certfile", "ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_data", "ssl_ca_path",
-        "ssl_ciphers", "ssl_password",
-    }
-)  # fmt: skip
-#: arguments of a connection that a Redis URL gives in its own parts, not as query options
-_REDIS_URL_PARTS = {"host": "HOST", "port": "PORT", "path": "the socket's path"}
-_REDIS_CERT_REQS = ("none", "optional", "required")
-_REDIS_FORMS = {
-    "redis": "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?OPTION=VALUE&...]",
-    "rediss": "rediss://[[USER]:PASSWORD@]HOST[:PORT][/DB][?OPTION=VALUE&...]",
-    "unix": "unix:///PATH/TO/redis.sock[?db=DB&password=PASSWORD&...]",
-}
-_DB_PATH = re.compile(r"/[0-9]+/?")
-_PERCENT_ENCODE = (
-    "the URL has an '@' after its host: a '/', '?' or '#' in the user name or password ends the "
-    "host early, so percent-encode them (%2F, %3F, %23; '@' as %40). Parts not shown, they may "
-    "hold the password"
-)
 
 
 class Metric(enum.StrEnum):
@@ -331,7 +303,7 @@ def _parse_source(reader: _Reader, profiles: Mapping[str, str]) -> QueueSource:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parsing the port is what validates it
     except ValueError as error:
-        detail = _PERCENT_ENCODE if _misplaced_at(url) else str(error)
+        detail = PERCENT_ENCODE if misplaced_at(url) else str(error)
         raise origin.error(
             f"the URL cannot be parsed ({detail}); expected redis://[:password@]host:port/db"
         ) from None
@@ -354,7 +326,10 @@ def _parse_source(reader: _Reader, profiles: Mapping[str, str]) -> QueueSource:
             f"{broker} is not supported by this version yet; supported: {', '.join(SUPPORTED_BROKERS)}",
         )
     if broker == "redis":
-        _check_redis_url(url, parts, origin)
+        try:
+            check_redis_url(url, parts)
+        except ValueError as error:
+            raise origin.error(str(error)) from None
 
     queue = reader.get("queue")
     if not queue:
@@ -510,180 +485,6 @@ def _find_profile(name: str, profiles: Mapping[str, str]) -> str:
         "Profiles come from QUEUE_AGE_SCALER_CONNECTION_<NAME> variables or --connections-dir; "
         "names match whatever their case, with '-', '.' and '_' alike",
     )
-
-
-def _misplaced_at(url: str) -> bool:
-    """Whether an ``@`` follows the host part: a password with an unencoded ``/``, ``?`` or
-    ``#`` then spills into the port, path, query or fragment, which must not be shown."""
-    rest = url.partition("://")[2]
-    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
-    return "@" in rest[min(ends, default=len(rest)) :]
-
-
-def _redis_connection(scheme: str) -> type[AbstractConnection]:
-    """The class of connection redis-py's client makes for a Redis URL of ``scheme``."""
-    from redis.asyncio import connection
-
-    classes: dict[str, type[AbstractConnection]] = {
-        "redis": connection.Connection,
-        "rediss": connection.SSLConnection,
-        "unix": connection.UnixDomainSocketConnection,
-    }
-    return classes[scheme]
-
-
-@functools.cache
-def _redis_arguments(scheme: str) -> frozenset[str]:
-    """The keyword arguments of redis-py's pool and of its connection class for ``scheme``
-    (with the class's bases)."""
-    from redis.asyncio.connection import ConnectionPool
-
-    names: set[str] = set()
-    for cls in (ConnectionPool, *_redis_connection(scheme).__mro__):
-        init = vars(cls).get("__init__")
-        if init is None or cls is object:
-            continue
-        names.update(
-            p.name
-            for p in inspect.signature(init).parameters.values()
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
-        )
-    return frozenset(names)
-
-
-@functools.cache
-def redis_url_options(scheme: str) -> frozenset[str]:
-    """The query options a Redis URL of ``scheme`` may hold: those redis-py reads from a URL's
-    text (converted or as is) and its connection for that scheme takes."""
-    from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS
-
-    known = frozenset(URL_QUERY_ARGUMENT_PARSERS) | REDIS_TEXT_OPTIONS
-    return known & _redis_arguments(scheme)
-
-
-@dataclass(frozen=True)
-class _RedisUrl:
-    """A Redis URL under check: every failure names the part, never the password."""
-
-    url: str
-    parts: SplitResult
-    origin: _UrlOrigin
-
-    @functools.cached_property
-    def scheme(self) -> str:
-        return self.parts.scheme.lower()
-
-    @functools.cached_property
-    def form(self) -> str:
-        return f"expected {_REDIS_FORMS[self.scheme]}"
-
-    @functools.cached_property
-    def hidden(self) -> bool:
-        return _misplaced_at(self.url)
-
-    @functools.cached_property
-    def password(self) -> str:
-        return unquote(self.parts.password or "")
-
-    def shown(self, text: str) -> str:
-        """A part of the URL as a message may show it."""
-        if self.hidden or "@" in text or (self.password and self.password in unquote(text)):
-            return "<hidden>"
-        return repr(text)
-
-    def fail(self, message: str) -> InvalidMetadata:
-        return self.origin.error(f"{message}{f' ({_PERCENT_ENCODE})' if self.hidden else ''}")
-
-
-def _check_redis_url(url: str, parts: SplitResult, origin: _UrlOrigin) -> None:
-    """Refuse, now, a Redis URL that redis-py would refuse (or misread) at every sample."""
-    from redis.asyncio.connection import ConnectionPool
-    from redis.asyncio.connection import parse_url as redis_parse_url
-    from redis.exceptions import RedisError
-
-    checked = _RedisUrl(url, parts, origin)
-    if checked.scheme != "unix" and parts.port == 0:
-        raise checked.fail(f"port 0; {checked.form}, PORT from 1 to 65535 (6379 if left out)")
-    _check_redis_options(checked)
-    if checked.scheme == "unix" and not parts.path:
-        raise checked.fail(f"a unix:// URL needs the socket's path; {checked.form}")
-    path = unquote(parts.path)
-    if checked.scheme != "unix" and path not in ("", "/") and not _DB_PATH.fullmatch(path):
-        raise checked.fail(
-            f"the path {checked.shown(parts.path)} is not a database number; {checked.form}, "
-            "DB a whole number, at least 0 (or ?db=DB)"
-        )
-    try:  # redis-py's own reading, and the connection its client would make (no I/O)
-        redis_parse_url(url)
-        pool = ConnectionPool.from_url(url)
-        pool.make_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-    except (RedisError, TypeError, ValueError) as error:
-        detail = str(error)
-        for secret in (url, parts.password, checked.password):
-            if secret:
-                detail = detail.replace(secret, "<hidden>")
-        shown = "<hidden>" if checked.hidden else detail
-        raise checked.fail(f"redis-py cannot use the URL ({shown}); {checked.form}") from None
-
-
-def _check_redis_options(checked: _RedisUrl) -> None:
-    """The query's options: each one redis-py takes from a URL, with a value it can use."""
-    from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS
-
-    # parse_qs as redis-py calls it: an option without a value is dropped, the first one counts
-    options = {name: values[0] for name, values in parse_qs(checked.parts.query).items()}
-    allowed = redis_url_options(checked.scheme)
-    for name in options:
-        if name not in allowed:
-            raise checked.fail(_redis_option_problem(name, checked.scheme, checked.shown(name)))
-    for name, text in options.items():
-        parser = URL_QUERY_ARGUMENT_PARSERS.get(name)
-        expected = _redis_option_values(name, parser)
-        try:
-            value = parser(text) if parser is not None else text
-        except (TypeError, ValueError):
-            raise checked.fail(f"?{name}={checked.shown(text)}: expected {expected}") from None
-        if (name == "db" and isinstance(value, int) and value < 0) or (
-            name == "ssl_cert_reqs" and value not in _REDIS_CERT_REQS
-        ):
-            raise checked.fail(f"?{name}={checked.shown(text)}: expected {expected}")
-
-
-def _redis_option_problem(name: str, scheme: str, shown: str) -> str:
-    """Why query option ``name`` cannot be in a ``scheme`` URL."""
-    if name in _REDIS_URL_PARTS:
-        return (
-            f"query option {shown} is a part of the URL itself; give {_REDIS_URL_PARTS[name]} "
-            f"there: {_REDIS_FORMS[scheme]}"
-        )
-    if name in redis_url_options("rediss"):
-        return f"query option {shown} is a TLS option: it applies to rediss:// URLs only"
-    if name in _redis_arguments(scheme):
-        return (
-            f"query option {shown} is a redis-py argument that the scaler does not take from a "
-            "URL (it needs a Python value, or changes how commands and replies are encoded); "
-            "remove it"
-        )
-    allowed = sorted(redis_url_options(scheme))
-    close = difflib.get_close_matches(name.lower(), allowed, n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]!r}?)" if close and shown != "<hidden>" else ""
-    return (
-        f"query option {shown} is not one redis-py takes from a {scheme}:// URL{hint}; "
-        f"it takes: {', '.join(allowed)}"
-    )
-
-
-def _redis_option_values(name: str, parser: Callable[..., object] | None) -> str:
-    """What a query option's value should be, for messages."""
-    if name == "db":
-        return "a database number: a whole number, at least 0"
-    if name == "ssl_cert_reqs":
-        return f"{', '.join(_REDIS_CERT_REQS[:-1])} or {_REDIS_CERT_REQS[-1]}"
-    if parser is int:
-        return "a whole number"
-    if parser is float:
-        return "a number"
-    return f"a value redis-py's {getattr(parser, '__name__', 'parser')} reads"
 
 
 def _parse_format(reader: _Reader, broker: str) -> str:
