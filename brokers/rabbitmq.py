@@ -153,9 +153,7 @@ class RabbitQueueAdapter:
                 counts_source=COUNTS_SOURCE,
                 warnings=tuple(warnings),
             )
-        stats: Mapping[str, Any] = entry.get("message_stats") or {}
-        arrivals = _int(stats.get("publish")) or 0
-        completions = sum(_int(stats.get(k)) or 0 for k in ("ack", "deliver_no_ack", "get_no_ack"))
+        arrivals, completions = rabbitmq_management.totals(entry)
         in_flight = _int(entry.get("messages_unacknowledged"))
         head = _int(entry.get("head_message_timestamp"))  # '' on quorum queues, or no head
         priority = "x-max-priority" in (entry.get("arguments") or {})

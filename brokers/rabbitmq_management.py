@@ -231,6 +231,29 @@ def _describe(exc: httpx.HTTPError) -> str:
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
 
 
+def totals(entry: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """Arrivals and completions so far. The broker leaves out ``message_stats`` (and each of its
+    figures) until it has one to show: with no messages in the queue that is 0 so far, but a
+    queue that holds messages has had publishes its statistics do not show yet (a new queue, for
+    a statistics interval or two; or after a node restart, until the next publish), so its
+    totals are unknown, not 0: a 0 there would place those publishes in the arrival history
+    later than they came, and the age too young."""
+    stats: Mapping[str, Any] | None = entry.get("message_stats")
+    if not stats or "publish" not in stats:
+        held = _count(entry.get("messages_ready")) + _count(entry.get("messages_unacknowledged"))
+        if held:
+            return None, None
+        stats = stats or {}
+    arrivals = _count(stats.get("publish"))
+    completions = sum(_count(stats.get(k)) for k in ("ack", "deliver_no_ack", "get_no_ack"))
+    return arrivals, completions
+
+
+def _count(value: object) -> int:
+    """A figure of the reply as a count; left out (or not a number) is 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 @dataclass(slots=True)
 class _Client:
     """One management endpoint's HTTP client, and the figures of each vhost read through it."""

@@ -1,4 +1,5 @@
-"""When the management figures were refreshed, told from replies every second."""
+"""The management API's figures: the totals a queue entry gives, and when they were refreshed,
+told from replies every second."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from brokers.rabbitmq_management import DEFAULT_REFRESH_BOUND, RefreshClock
+from brokers.rabbitmq_management import DEFAULT_REFRESH_BOUND, RefreshClock, totals
 
 
 def entry(publish: int, **other: Any) -> dict[str, Any]:
@@ -73,3 +74,27 @@ def test_a_change_after_a_gap_is_placed_within_the_bound() -> None:
     clock = RefreshClock()
     clock.observe({"q": entry(1)}, 0.0)
     assert clock.observe({"q": entry(2)}, 60.0)["q"] == 60.0 - DEFAULT_REFRESH_BOUND / 2
+
+
+@pytest.mark.parametrize(
+    ("queue_entry", "expected"),
+    [
+        pytest.param(
+            {"message_stats": {"publish": 9, "ack": 4, "deliver_no_ack": 1}, "messages_ready": 4},
+            (9, 5),
+            id="publish and acks",
+        ),
+        pytest.param({"messages_ready": 0}, (0, 0), id="nothing published yet"),
+        pytest.param({"message_stats": {"ack": 2}}, (0, 2), id="a figure left out is 0"),
+        pytest.param(
+            {"messages_ready": 6}, (None, None), id="messages the statistics do not show yet"
+        ),
+        pytest.param(
+            {"message_stats": {}, "messages_unacknowledged": 2},
+            (None, None),
+            id="held messages, no publish figure",
+        ),
+    ],
+)
+def test_totals(queue_entry: dict[str, Any], expected: tuple[int | None, int | None]) -> None:
+    assert totals(queue_entry) == expected
