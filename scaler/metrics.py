@@ -92,6 +92,11 @@ class Metrics:
         self.ceiling = trigger_gauge(
             "ceiling_workers", "Most workers the dependencies and maxWorkers allow (NaN: none)"
         )
+        self.utilisation = trigger_gauge(
+            "utilisation",
+            "Busy share of the workers the broker shows: jobs in flight over their job slots "
+            "(consumers x workerConcurrency), at most 1",
+        )
         self.decision = Gauge(
             f"{PREFIX}_decision",
             "1 for the reason behind the trigger's current decision",
@@ -167,6 +172,7 @@ class Metrics:
             self.target_drain_time,
             self.desired_workers,
             self.ceiling,
+            self.utilisation,
         ):
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)
@@ -193,6 +199,7 @@ class Metrics:
         self.target_drain_time.labels(*labels).set(spec.target_drain_time)
         self.desired_workers.labels(*labels).set(decision.desired_workers)
         self.ceiling.labels(*labels).set(_value(decision.ceiling))
+        self.utilisation.labels(*labels).set(_value(decision.utilisation))
         reason = decision.reason_text
         with self._lock:
             previous = self._reasons.get(labels)

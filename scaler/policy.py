@@ -62,6 +62,8 @@ class Decision:
     #: workers needed before rounding and bounds; None when it could not be worked out
     needed: float | None
     throughput: float | None
+    #: the busy share of the observed workers (see :func:`utilisation`)
+    utilisation: float | None = None
 
     @property
     def reason_text(self) -> str:
@@ -107,8 +109,20 @@ def decide(
         active=active,
         needed=needed,
         throughput=throughput,
+        utilisation=utilisation(signals, spec),
     )
     return decision, state
+
+
+def utilisation(signals: QueueSignals, spec: TriggerSpec) -> float | None:
+    """The busy share of the workers the broker shows: jobs in flight over their job slots
+    (consumers × ``workerConcurrency``, one slot each where it is not set), at most 1. None where
+    either count is unknown or no worker is seen. An estimate where messages are prefetched
+    (RabbitMQ, kombu): those count as in flight before they run."""
+    if signals.in_flight is None or not signals.consumers:
+        return None
+    slots = signals.consumers * (spec.worker_concurrency or 1)
+    return min(1.0, signals.in_flight / slots)
 
 
 def _scale_in_on_lower_bounds(

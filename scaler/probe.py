@@ -84,6 +84,7 @@ def report(
         ceiling=decision.ceiling,
         reason=decision.reason_text,
         worker_throughput=_number(decision.throughput),
+        utilisation=_number(decision.utilisation),
         active=decision.active,
     )
     if decision.throughput is None and spec.worker_throughput is None:

@@ -98,6 +98,7 @@ def _decision_fields(
         "metric_value": decision.metric_value,
         "needed_workers": decision.needed,
         "worker_throughput": decision.throughput,
+        "utilisation": decision.utilisation,
         "depth": signals.depth,
         "in_flight": signals.in_flight,
         "consumers": signals.consumers,

@@ -205,3 +205,20 @@ def test_forgetting_the_queue_drops_the_age_gauge() -> None:
     assert shown == 3.0  # the first job came by t=1, the history's start
     metrics.forget_queue(RESQUE)  # the sampler stopped
     assert metrics.registry.get_sample_value(AGE, AGE_LABELS) is None
+
+
+def test_the_utilisation_gauge_and_forgetting_the_trigger() -> None:
+    from scaler.policy import PolicyState, decide
+    from scaler.spec import parse_metadata
+
+    metrics = Metrics()
+    spec = parse_metadata({"url": "redis://x", "queue": "mail", "format": "rq", "jobDuration": "1s", "workerConcurrency": "4"})  # fmt: skip
+    snapshot = QueueSnapshot(observed_at=10.0, depth=3, in_flight=6, consumers=3)
+    signals = compute_signals((snapshot,), 60.0)
+    decision, _ = decide(signals, spec, 10.0, PolicyState())
+    metrics.record_decision("shop", "mailer", spec, signals, decision)
+    labels = {"namespace": "shop", "scaled_object": "mailer", "queue": "mail", "metric": "workers"}
+    assert metrics.registry.get_sample_value(f"{PREFIX}_utilisation", labels) == 0.5  # 6 of 12
+    metrics.forget_trigger(Metrics.trigger_labels("shop", "mailer", spec))
+    assert metrics.registry.get_sample_value(f"{PREFIX}_utilisation", labels) is None
+    assert metrics.registry.get_sample_value(f"{PREFIX}_desired_workers", labels) is None

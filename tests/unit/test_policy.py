@@ -726,3 +726,35 @@ def test_window_rate_stands_without_an_age_inside_the_window(age: float | None) 
     decision, _ = run(spec, signals)
     assert decision.needed is not None
     assert decision.needed >= (20.0 + 100 / 60) / 2
+
+
+# --- utilisation: the busy share of the observed workers ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("metadata", "in_flight", "consumers", "expected"),
+    [
+        pytest.param({}, 3, 4, 0.75, id="one slot per worker"),
+        pytest.param(
+            {"workerConcurrency": "8", "jobDuration": "1s"}, 16, 4, 0.5, id="8 slots each"
+        ),
+        pytest.param({}, 9, 4, 1.0, id="prefetched messages count: at most 1"),
+        pytest.param({}, 0, 4, 0.0, id="all idle"),
+        pytest.param({}, 3, 0, None, id="no worker seen"),
+        pytest.param({}, None, 4, None, id="in flight unknown"),
+        pytest.param({}, 3, None, None, id="workers unknown"),
+    ],
+)
+def test_utilisation(
+    metadata: dict[str, str], in_flight: int | None, consumers: int | None, expected: float | None
+) -> None:
+    spec = (
+        spec_of(workerThroughput="1", **metadata)
+        if "jobDuration" not in metadata
+        else spec_of(**metadata)
+    )
+    signals = signals_of(
+        depth=2, in_flight=in_flight, consumers=consumers, arrivals=1.0, completions=1.0
+    )
+    decision, _ = run(spec, signals)
+    assert decision.utilisation == (pytest.approx(expected) if expected is not None else None)
