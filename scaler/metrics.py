@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from brokers.base import QueueSnapshot
-from scaler.signals import compute_signals
+from scaler.signals import oldest_age
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -136,7 +136,7 @@ class Metrics:
         self.consumer_capacity.labels(*labels).set(_value(snapshot.consumer_capacity))
         # the age the policy uses (exact, estimated or a lower bound; NaN only when unknown): it
         # depends on the newest snapshot and the arrival history alone, not on any rate window
-        age = compute_signals((snapshot,), 0.0, arrivals).oldest_age
+        age = oldest_age(snapshot, arrivals)
         self.oldest_age.labels(*labels).set(_value(age.value))
         for kind in snapshot.warnings:
             self.sample_warnings.labels(*labels, kind).inc()

@@ -60,22 +60,24 @@ def compute_signals(
     latest = history[-1]
     base_index = _window_start(history, window)
     arrival_rate, completion_rate, span = _rates(history, base_index)
-    oldest_age = _oldest_age(latest, arrivals)
+    age = oldest_age(latest, arrivals)
     return QueueSignals(
         observed_at=latest.observed_at,
         depth=latest.depth,
         in_flight=latest.in_flight,
         consumers=latest.consumers,
-        oldest_age=oldest_age,
+        oldest_age=age,
         arrival_rate=arrival_rate,
         completion_rate=completion_rate,
         time_to_drain=_time_to_drain(latest.depth, arrival_rate, completion_rate),
         rate_span=span,
-        flow_rate=_flow_rate(list(itertools.islice(history, base_index, None)), oldest_age, window),
+        flow_rate=_flow_rate(list(itertools.islice(history, base_index, None)), age, window),
     )
 
 
-def _oldest_age(snapshot: QueueSnapshot, arrivals: ArrivalHistory | None) -> Figure:
+def oldest_age(snapshot: QueueSnapshot, arrivals: ArrivalHistory | None) -> Figure:
+    """The age of ``snapshot``'s oldest waiting job: its enqueue time, or the estimate from
+    ``arrivals`` (the queue's arrival history, with the snapshot in it)."""
     if snapshot.depth == 0:
         return Figure(0.0, Precision.EXACT, "empty")
     stamped = None
