@@ -133,23 +133,27 @@ def _rates(history: Sequence[QueueSnapshot], base_index: int) -> tuple[Figure, F
     )
 
 
-def _flow_rate(window: Sequence[QueueSnapshot], age: Figure, span: float) -> float | None:
-    """Arrivals per second from the window's first snapshot to the last one counted before the
-    oldest waiting job arrived, over at least a tenth of the window, from exact counts."""
-    latest = window[-1]
+def _flow_rate(snapshots: Sequence[QueueSnapshot], age: Figure, window: float) -> float | None:
+    """Arrivals per second from the first of ``snapshots`` (those inside the rate window) to the
+    last one counted before the oldest waiting job arrived, over at least a tenth of the window,
+    from exact counts."""
+    base, latest = snapshots[0], snapshots[-1]
     if age.value is None or age.precision is Precision.LOWER_BOUND or not latest.depth:
         return None
     arrived_at = latest.observed_at - age.value
-    base = window[0]
-    before = [s for s in window if s.counted_at < arrived_at and s.arrivals_total is not None]
-    if base.arrivals_total is None or not before:
+    counted_before = (
+        i
+        for i, s in enumerate(snapshots)
+        if s.counted_at < arrived_at and s.arrivals_total is not None
+    )
+    last = max(counted_before, default=None)
+    if base.arrivals_total is None or last is None:
         return None
-    last = before[-1]
-    seconds = last.counted_at - base.counted_at
-    counted = last.arrivals_total
-    if seconds < MIN_FLOW_SHARE * span or counted is None or counted < base.arrivals_total:
+    counted = snapshots[last].arrivals_total
+    seconds = snapshots[last].counted_at - base.counted_at
+    if seconds < MIN_FLOW_SHARE * window or counted is None or counted < base.arrivals_total:
         return None
-    if not all(s.counts_exact for s in window[1 : len(before)]):
+    if not all(s.counts_exact for s in snapshots[1 : last + 1]):
         return None
     return (counted - base.arrivals_total) / seconds
 

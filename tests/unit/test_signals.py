@@ -451,3 +451,13 @@ def test_flow_rate_unknown_where_the_history_cannot_tell(
 ) -> None:
     history = _with_oldest(_history(61, inexact_at=inexact_at), enqueued_at, **changes)
     assert compute_signals(history, 60.0).flow_rate is None
+
+
+def test_flow_rate_checks_every_snapshot_up_to_the_last_counted_one() -> None:
+    # a sample without counts (a broker's statistics down) before the oldest job came: the flow
+    # still runs to the last counted snapshot, and that one's counts must be exact too
+    history = _history(61)
+    history[10] = replace(history[10], arrivals_total=None, completions_total=None)
+    assert compute_signals(_with_oldest(history, 30.0), 60.0).flow_rate == pytest.approx(5.0)
+    history[29] = replace(history[29], counts_exact=False)
+    assert compute_signals(_with_oldest(history, 30.0), 60.0).flow_rate is None
