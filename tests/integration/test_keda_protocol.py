@@ -7,19 +7,18 @@ import asyncio
 import json
 import math
 import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 
 import grpc
 import pytest
 import redis.asyncio as aioredis
-from prometheus_client.parser import text_string_to_metric_families
 
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.policy import UNBOUNDED_SECONDS
 from scaler.server import RunningServer
+from tests.integration.scrape import scrape
 
 pytestmark = pytest.mark.integration
 
@@ -395,18 +394,7 @@ async def test_metrics_endpoint_exports_queue_and_decision(
         }
     )
     await keda_sequence(stub, so)
-    body = await asyncio.to_thread(
-        lambda: (
-            urllib.request.urlopen(f"http://127.0.0.1:{scaler.metrics_port}/metrics", timeout=5)
-            .read()
-            .decode()
-        )
-    )
-    samples = {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(body)
-        for sample in family.samples
-    }
+    samples = await scrape(scaler.metrics_port)
     queue = (("broker", "redis"), ("format", "sidekiq"), ("queue", queue_name))
     trigger = (
         ("metric", "workers"),

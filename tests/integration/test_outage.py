@@ -15,6 +15,7 @@ from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.server import RunningServer
 from tests.integration.conftest import RedisProcess
+from tests.integration.scrape import parse
 
 pytestmark = pytest.mark.integration
 
@@ -98,18 +99,16 @@ async def test_a_trigger_nobody_asks_about_is_forgotten_with_its_metrics(
 ) -> None:
     """A deleted ScaledObject, or metadata edited into a new spec: its series leave /metrics."""
     from prometheus_client import generate_latest
-    from prometheus_client.parser import text_string_to_metric_families
 
     from scaler.server import ServerConfig, running_server
 
     def series(server: RunningServer) -> set[tuple[str, str]]:
         """(metric, scaled_object) of every per-trigger series exported."""
-        body = generate_latest(server.metrics.registry).decode()
+        samples = parse(generate_latest(server.metrics.registry).decode())
         return {
-            (sample.name, sample.labels["scaled_object"])
-            for family in text_string_to_metric_families(body)
-            for sample in family.samples
-            if "scaled_object" in sample.labels
+            (name, dict(labels)["scaled_object"])
+            for name, labels in samples
+            if "scaled_object" in dict(labels)
         }
 
     def ref(name: str) -> pb.ScaledObjectRef:

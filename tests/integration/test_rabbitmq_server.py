@@ -1,5 +1,6 @@
 """RabbitMQ through the whole server (KEDA's gRPC calls, /metrics, probe), and the management
-API stopped mid-run: AMQP counts alone, age and rates unknown, a warning; then recovery."""
+API stopped mid-run: AMQP counts alone, age and rates unknown (the age gauge NaN, never 0), a
+warning; then recovery."""
 
 from __future__ import annotations
 
@@ -8,38 +9,29 @@ import math
 import socket
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import grpc
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.probe import probe
 from scaler.server import RunningServer
+from tests.conftest import free_port
 from tests.integration.rabbit import Rabbit, rabbit, spec_for, spread, unique, watching
+from tests.integration.scrape import scrape
 
 pytestmark = pytest.mark.integration
 
 STATS_DELAY = 15.0
+AGE_GAUGE = "queue_age_scaler_queue_oldest_age_seconds"
 
 
 @pytest.fixture
 def helper(rabbitmq_url: str) -> Iterator[Rabbit]:
     with rabbit(rabbitmq_url) as made:
         yield made
-
-
-def scrape(port: int | None) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-        body = reply.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(body)
-        for sample in family.samples
-    }
 
 
 @pytest.mark.timeout(60)
@@ -71,7 +63,7 @@ async def test_keda_calls_for_an_amqp_backlog_without_consumers(
     assert value.metricValue == round(value.metricValueFloat)
     assert (await stub.IsActive(so)).result is True
 
-    samples = scrape(scaler.metrics_port)
+    samples = await scrape(scaler.metrics_port)
     labels = (("broker", "rabbitmq"), ("format", "amqp"), ("queue", queue))
     assert samples[("queue_age_scaler_queue_depth", labels)] == 50
     assert samples[("queue_age_scaler_queue_consumers", labels)] == 0
@@ -160,3 +152,34 @@ async def test_management_api_stopped_mid_run(
     known = [r for r in rates if r is not None]
     assert known, rates
     assert all(0 <= r < 50 and math.isfinite(r) for r in known), rates
+
+
+@pytest.mark.timeout(30)
+async def test_the_gauge_stays_nan_when_the_age_is_unknown(
+    scaler: RunningServer, stub: pb_grpc.ExternalScalerAsyncStub, rabbitmq_url: str, helper: Rabbit
+) -> None:
+    queue = helper.declare(unique("gauge"))
+    helper.publish(queue, 12)  # no timestamp property
+    # a management API that does not answer: AMQP's ready count and consumers only, so neither
+    # a head timestamp nor the publish totals the arrival history is built from
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    so = pb.ScaledObjectRef(
+        name="orders", namespace="shop",
+        scalerMetadata={"url": rabbitmq_url, "managementUrl": nowhere, "queue": queue, "metric": "age", "targetAge": "30s", "sampleInterval": "200ms"},
+    )  # fmt: skip
+    await stub.GetMetricSpec(so)
+    labels = (("broker", "rabbitmq"), ("format", "amqp"), ("queue", queue))
+    deadline = time.monotonic() + 10.0
+    while True:
+        samples = await scrape(scaler.metrics_port)
+        if samples.get(("queue_age_scaler_samples_total", labels), 0) >= 5:
+            break
+        assert time.monotonic() < deadline, "the queue was not sampled"
+        await asyncio.sleep(0.2)
+    assert samples[("queue_age_scaler_queue_depth", labels)] == 12
+    warned = (*labels, ("kind", "management_unavailable"))
+    assert samples[("queue_age_scaler_sample_warnings_total", tuple(sorted(warned)))] >= 1
+    assert math.isnan(samples[(AGE_GAUGE, labels)])  # unknown, not 0
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # and KEDA gets no age either
+        await stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=so))
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
