@@ -89,7 +89,9 @@ def decide(
     if (signals.depth or signals.in_flight) and desired < 1:
         desired = 1
         reason = reason if reason is not Reason.IDLE else Reason.KEEPING_UP
-    desired, reason, state = _scale_in_on_lower_bounds(signals, spec, now, state, desired, reason)
+    desired, reason, state = _scale_in_on_uncertain_arrivals(
+        signals, spec, now, state, desired, reason
+    )
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
     if desired == 0:
@@ -125,7 +127,7 @@ def utilisation(signals: QueueSignals, spec: TriggerSpec) -> float | None:
     return min(1.0, signals.in_flight / slots)
 
 
-def _scale_in_on_lower_bounds(
+def _scale_in_on_uncertain_arrivals(
     signals: QueueSignals,
     spec: TriggerSpec,
     now: float,
