@@ -14,7 +14,7 @@ from pathlib import Path
 
 from scaler import check, logs
 from scaler.connections import load_profiles
-from scaler.errors import ScalerError
+from scaler.errors import CannotListen, ScalerError
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
 from scaler.simulate import command as simulate_command
@@ -166,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         try:
             asyncio.run(serve(config))
+        except CannotListen as error:
+            option = "--" + error.setting.replace("_", "-")
+            hint = f"choose another with {option}" if error.in_use else f"check --host and {option}"
+            print(f"serve: {error}; {hint}", file=sys.stderr)
+            return 2
         except ScalerError as error:
             print(f"serve: {error}", file=sys.stderr)
             return 2
