@@ -17,6 +17,7 @@ from scaler.connections import load_profiles
 from scaler.errors import CannotListen, ScalerError
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
+from scaler.service import status_of
 from scaler.simulate import command as simulate_command
 from scaler.tls import TlsFiles
 
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = asyncio.run(probe(_metadata(args.metadata), profiles, args.duration))
     except ScalerError as error:
-        print(f"probe: {error}", file=sys.stderr)
+        code, message = status_of(error)  # what the server would answer KEDA
+        print(f"probe: {code.name}: {message}", file=sys.stderr)
         return 2
     print(json.dumps(result) if args.json else render_table(result))
     return 0
