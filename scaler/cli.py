@@ -1,4 +1,4 @@
-"""The ``queue-age-scaler`` command: ``serve``, ``probe`` and ``check``.
+"""The ``queue-age-scaler`` command: ``serve``, ``probe``, ``check`` and ``simulate``.
 
 The options before the command (``--log-level``, ``--log-format``, ``--connections-dir``) may
 also follow it, so an image whose entrypoint is ``queue-age-scaler serve`` takes them as args.
@@ -20,6 +20,15 @@ from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, Ser
 from scaler.service import status_of
 from scaler.simulate import command as simulate_command
 from scaler.tls import TlsFiles
+
+#: what ``queue-age-scaler --help`` says first (plain text: argparse shows it as it is)
+DESCRIPTION = """\
+A KEDA external scaler: it sizes job workers from the age of the oldest waiting
+job, the time the backlog needs to drain, and the capacity of shared
+dependencies, for queues on Redis and RabbitMQ.
+
+--log-level, --log-format and --connections-dir may also follow the command
+(queue-age-scaler serve --log-format json)."""
 
 
 def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
@@ -51,10 +60,14 @@ def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="queue-age-scaler", description=__doc__, parents=[_common_options(defaults=True)]
+        prog="queue-age-scaler",
+        description=DESCRIPTION,
+        epilog="queue-age-scaler COMMAND --help shows the options of a command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common_options(defaults=True)],
     )
     common = _common_options(defaults=False)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve_cmd = commands.add_parser("serve", help="run the gRPC server for KEDA", parents=[common])
     serve_cmd.add_argument("--host", default="[::]", help="address to bind (default all)")
