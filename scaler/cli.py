@@ -1,4 +1,4 @@
-"""The ``queue-age-scaler`` command: ``serve``, ``probe`` and ``check``.
+"""The ``queue-age-scaler`` command: ``serve``, ``probe``, ``check`` and ``simulate``.
 
 The options before the command (``--log-level``, ``--log-format``, ``--connections-dir``) may
 also follow it, so an image whose entrypoint is ``queue-age-scaler serve`` takes them as args.
@@ -14,11 +14,21 @@ from pathlib import Path
 
 from scaler import check, logs
 from scaler.connections import load_profiles
-from scaler.errors import ScalerError
+from scaler.errors import CannotListen, ScalerError
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
+from scaler.service import status_of
 from scaler.simulate import command as simulate_command
 from scaler.tls import TlsFiles
+
+#: what ``queue-age-scaler --help`` says first (plain text: argparse shows it as it is)
+DESCRIPTION = """\
+A KEDA external scaler: it sizes job workers from the age of the oldest waiting
+job, the time the backlog needs to drain, and the capacity of shared
+dependencies, for queues on Redis and RabbitMQ.
+
+--log-level, --log-format and --connections-dir may also follow the command
+(queue-age-scaler serve --log-format json)."""
 
 
 def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
@@ -50,10 +60,14 @@ def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="queue-age-scaler", description=__doc__, parents=[_common_options(defaults=True)]
+        prog="queue-age-scaler",
+        description=DESCRIPTION,
+        epilog="queue-age-scaler COMMAND --help shows the options of a command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common_options(defaults=True)],
     )
     common = _common_options(defaults=False)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve_cmd = commands.add_parser("serve", help="run the gRPC server for KEDA", parents=[common])
     serve_cmd.add_argument("--host", default="[::]", help="address to bind (default all)")
@@ -166,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         try:
             asyncio.run(serve(config))
+        except CannotListen as error:
+            option = "--" + error.setting.replace("_", "-")
+            hint = f"choose another with {option}" if error.in_use else f"check --host and {option}"
+            print(f"serve: {error}; {hint}", file=sys.stderr)
+            return 2
         except ScalerError as error:
             print(f"serve: {error}", file=sys.stderr)
             return 2
@@ -173,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = asyncio.run(probe(_metadata(args.metadata), profiles, args.duration))
     except ScalerError as error:
-        print(f"probe: {error}", file=sys.stderr)
+        code, message = status_of(error)  # what the server would answer KEDA
+        print(f"probe: {code.name}: {message}", file=sys.stderr)
         return 2
     print(json.dumps(result) if args.json else render_table(result))
     return 0

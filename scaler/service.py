@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import grpc
 
+from scaler import logs
 from scaler.errors import InvalidMetadata, QueueMisconfigured, ScalerError, Unavailable
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
@@ -111,6 +112,31 @@ def _decision_fields(
         "target_age_seconds": spec.target_age,
         "target_drain_time_seconds": spec.target_drain_time,
     }
+
+
+def _decision_text(key: TriggerKey, signals: QueueSignals, decision: Decision) -> str:
+    """A decision for a person: its figures as people write them, the unknown ones said so,
+    and the counts the format does not show left out."""
+    namespace, name, spec = key
+    parts = [f"depth={'unknown' if signals.depth is None else signals.depth}"]
+    if signals.in_flight is not None:
+        parts.append(f"in_flight={signals.in_flight}")
+    age, arrivals, completions = signals.oldest_age, signals.arrival_rate, signals.completion_rate
+    parts += [
+        logs.figure("age", age.value, "s", age.precision),
+        logs.figure("arrivals", arrivals.value, "/s", arrivals.precision),
+        logs.figure("completions", completions.value, "/s", completions.precision),
+        logs.figure("drain", signals.time_to_drain.value, "s", signals.time_to_drain.precision),
+    ]
+    if signals.consumers is not None:
+        parts.append(f"consumers={signals.consumers}")
+    if decision.ceiling is not None:
+        parts.append(f"ceiling={decision.ceiling}")
+    workers = f"{decision.desired_workers} worker{'' if decision.desired_workers == 1 else 's'}"
+    return (
+        f"{namespace}/{name} {spec.source.describe()}: {workers} ({decision.reason_text}); "
+        + " ".join(parts)
+    )
 
 
 #: a trigger KEDA asks about, by namespace, ScaledObject and spec
@@ -291,16 +317,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         level = logging.INFO if trigger.logged != summary else logging.DEBUG
         trigger.logged = summary
         if log.isEnabledFor(level):
-            log.log(
-                level,
-                "%s/%s %s: %d workers (%s); depth=%s in_flight=%s age=%s (%s) arrivals=%s/s "
-                "completions=%s/s drain=%s consumers=%s ceiling=%s",
-                key[0], key[1], spec.source.describe(), decision.desired_workers, decision.reason_text,
-                signals.depth, signals.in_flight, signals.oldest_age.value, signals.oldest_age.precision,
-                signals.arrival_rate.value, signals.completion_rate.value, signals.time_to_drain.value,
-                signals.consumers, decision.ceiling,
-                extra=_decision_fields(key[0], key[1], spec, signals, decision),
-            )  # fmt: skip
+            fields = _decision_fields(key[0], key[1], spec, signals, decision)
+            log.log(level, "%s", _decision_text(key, signals, decision), extra=fields)
 
     async def _next_sample_or_shutdown(self, sample: Awaitable[None]) -> None:
         shutdown = asyncio.ensure_future(self.shutting_down.wait())
