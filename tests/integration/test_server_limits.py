@@ -16,6 +16,7 @@ from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.server import ServerConfig, running_server
 from tests.integration.scrape import scrape
+from tests.integration.test_keda_protocol import next_state
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +37,9 @@ def ref(redis_url: str, queue: str, name: str = "workers") -> pb.ScaledObjectRef
 
 
 @pytest.fixture
-async def limited(redis_url: str) -> AsyncIterator[tuple[pb_grpc.ExternalScalerStub, int | None]]:
+async def limited(
+    redis_url: str,
+) -> AsyncIterator[tuple[pb_grpc.ExternalScalerAsyncStub, int | None]]:
     limits = Limits(max_queues=3, max_queues_per_broker=2, max_streams=1, max_trigger_series=2)
     config = ServerConfig(host="127.0.0.1", port=0, metrics_port=0, grace=1.0, limits=limits)
     async with (
@@ -46,13 +49,13 @@ async def limited(redis_url: str) -> AsyncIterator[tuple[pb_grpc.ExternalScalerS
         yield pb_grpc.ExternalScalerStub(channel), server.metrics_port
 
 
-async def active(stub: pb_grpc.ExternalScalerStub, so: pb.ScaledObjectRef) -> bool:
+async def active(stub: pb_grpc.ExternalScalerAsyncStub, so: pb.ScaledObjectRef) -> bool:
     reply = await stub.IsActive(so, timeout=5)
     return bool(reply.result)
 
 
 async def test_huge_metadata_is_invalid_argument_and_the_server_stays_small(
-    stub: pb_grpc.ExternalScalerStub,
+    stub: pb_grpc.ExternalScalerAsyncStub,
 ) -> None:
     many = pb.ScaledObjectRef(
         name="w", namespace="ns", scalerMetadata={f"k{i}": "v" for i in range(10_000)}
@@ -72,7 +75,7 @@ async def test_huge_metadata_is_invalid_argument_and_the_server_stays_small(
 
 
 async def test_queues_past_the_limits_are_refused_and_the_others_go_on(
-    limited: tuple[pb_grpc.ExternalScalerStub, int | None],
+    limited: tuple[pb_grpc.ExternalScalerAsyncStub, int | None],
     redis_url: str,
     r: aioredis.Redis,
     token: str,
@@ -105,7 +108,7 @@ async def test_queues_past_the_limits_are_refused_and_the_others_go_on(
 
 
 async def test_streams_past_the_limit_are_refused_and_the_open_one_goes_on(
-    limited: tuple[pb_grpc.ExternalScalerStub, int | None],
+    limited: tuple[pb_grpc.ExternalScalerAsyncStub, int | None],
     redis_url: str,
     r: aioredis.Redis,
     token: str,
@@ -113,7 +116,7 @@ async def test_streams_past_the_limit_are_refused_and_the_open_one_goes_on(
     stub, _ = limited
     queue = f"limits-{token}-stream"
     first = stub.StreamIsActive(ref(redis_url, queue), timeout=20)
-    assert (await asyncio.wait_for(first.read(), 5)).result is False
+    assert (await next_state(first, 5)).result is False
 
     second = stub.StreamIsActive(ref(redis_url, queue, name="other"), timeout=20)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -122,17 +125,17 @@ async def test_streams_past_the_limit_are_refused_and_the_open_one_goes_on(
     assert "(--max-streams)" in (caught.value.details() or "")
 
     await r.rpush(queue, "job")
-    assert (await asyncio.wait_for(first.read(), 5)).result is True
+    assert (await next_state(first, 5)).result is True
     first.cancel()
     await asyncio.sleep(0.2)  # the server counts the closed stream out
 
     third = stub.StreamIsActive(ref(redis_url, queue, name="third"), timeout=20)
-    assert (await asyncio.wait_for(third.read(), 5)).result is True
+    assert (await next_state(third, 5)).result is True
     third.cancel()
 
 
 async def test_metrics_cut_long_names_and_count_triggers_past_the_series_limit(
-    limited: tuple[pb_grpc.ExternalScalerStub, int | None],
+    limited: tuple[pb_grpc.ExternalScalerAsyncStub, int | None],
     redis_url: str,
     token: str,
 ) -> None:
