@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from scaler import check, logs
+from scaler import check, limits, logs
 from scaler.connections import load_profiles
 from scaler.errors import CannotListen, ScalerError
 from scaler.probe import probe, render_table
@@ -92,6 +92,25 @@ def _parser() -> argparse.ArgumentParser:
     tls.add_argument(
         "--tls-client-ca", type=Path, help="mutual TLS: clients need a certificate from this CA"
     )
+    bounds = serve_cmd.add_argument_group(
+        "limits", "what one server takes from the triggers it serves (docs/operating.md, Tenants)"
+    )
+    for flag, default, meaning in (
+        ("--max-metadata-keys", limits.MAX_METADATA_KEYS, "keys in one trigger's metadata"),
+        ("--max-value-length", limits.MAX_VALUE_LENGTH, "characters in one key or value"),
+        ("--max-metadata-chars", limits.MAX_METADATA_CHARS, "characters in one trigger's metadata"),
+        ("--max-queues", limits.MAX_QUEUES, "queues sampled at once"),
+        ("--max-queues-per-broker", limits.MAX_QUEUES_PER_BROKER, "queues sampled on one broker"),
+        ("--max-streams", limits.MAX_STREAMS, "StreamIsActive streams open at once"),
+        ("--max-trigger-series", limits.MAX_TRIGGER_SERIES, "triggers with metrics series"),
+    ):
+        bounds.add_argument(
+            flag,
+            type=_positive_int,
+            default=default,
+            metavar="N",
+            help=f"most {meaning} (default {default})",
+        )
     serve_cmd.add_argument(
         "--health-port",
         type=int,
@@ -149,6 +168,28 @@ def _tls_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Tls
     return TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is below 1")
+    return number
+
+
+def _limits(args: argparse.Namespace) -> limits.Limits:
+    return limits.Limits(
+        max_metadata_keys=args.max_metadata_keys,
+        max_value_length=args.max_value_length,
+        max_metadata_chars=args.max_metadata_chars,
+        max_queues=args.max_queues,
+        max_queues_per_broker=args.max_queues_per_broker,
+        max_streams=args.max_streams,
+        max_trigger_series=args.max_trigger_series,
+    )
+
+
 def _metadata(pairs: list[str]) -> dict[str, str]:
     metadata: dict[str, str] = {}
     for pair in pairs:
@@ -177,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             profiles=profiles,
             tls=_tls_files(parser, args),
             health_port=args.health_port,
+            limits=_limits(args),
         )
         try:
             asyncio.run(serve(config))

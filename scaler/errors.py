@@ -3,6 +3,7 @@
     ScalerError
     ├── InvalidMetadata      bad trigger metadata          -> INVALID_ARGUMENT
     ├── QueueMisconfigured   the queue is not what the format expects -> FAILED_PRECONDITION
+    ├── ResourceExhausted    a server limit is reached (queues, streams) -> RESOURCE_EXHAUSTED
     ├── InvalidTlsFiles      the server's TLS files cannot be served (at start: exit)
     ├── CannotListen         a port of the server cannot be bound (at start: exit)
     └── Unavailable          no fresh figures to answer from -> UNAVAILABLE
@@ -29,6 +30,10 @@ class InvalidMetadata(ScalerError):
 
 class QueueMisconfigured(ScalerError):
     """The queue exists but is not laid out as its format expects (a key of the wrong type)."""
+
+
+class ResourceExhausted(ScalerError):
+    """A limit of the server is reached: this trigger is refused, what already runs goes on."""
 
 
 class InvalidTlsFiles(ScalerError):

@@ -19,6 +19,7 @@ from brokers.registry import open_adapter
 from scaler.errors import CannotListen
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.sampler import IDLE_AFTER, AdapterFactory, SamplerRegistry
 from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
@@ -49,6 +50,8 @@ class ServerConfig:
     tls: TlsFiles | None = None
     #: a plain-text port with grpc.health.v1 alone, for kubelet's gRPC probes (they cannot use TLS)
     health_port: int | None = None
+    #: what the server takes from triggers: metadata size, queues, streams
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -66,14 +69,17 @@ async def running_server(
     config: ServerConfig, open_adapter_: AdapterFactory = open_adapter
 ) -> AsyncIterator[RunningServer]:
     """Serve until the block exits, then shut down gracefully within ``config.grace``."""
-    metrics = Metrics()
-    samplers = SamplerRegistry(open_adapter_, metrics, idle_after=config.idle_after)
+    metrics = Metrics(max_trigger_series=config.limits.max_trigger_series)
+    samplers = SamplerRegistry(
+        open_adapter_, metrics, idle_after=config.idle_after, limits=config.limits
+    )
     service = ExternalScalerService(
         samplers,
         metrics,
         config.profiles,
         first_sample_timeout=config.first_sample_timeout,
         idle_after=config.idle_after,
+        limits=config.limits,
     )
     health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]
     server = grpc.aio.server(options=GRPC_OPTIONS)

@@ -6,19 +6,27 @@ This module is the one boundary where the project's errors become gRPC status co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
 
 from scaler import logs
-from scaler.errors import InvalidMetadata, QueueMisconfigured, ScalerError, Unavailable
+from scaler.errors import (
+    InvalidMetadata,
+    QueueMisconfigured,
+    ResourceExhausted,
+    ScalerError,
+    Unavailable,
+)
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.policy import Decision, PolicyState, decide
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
@@ -44,6 +52,8 @@ def status_of(error: Exception) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.INVALID_ARGUMENT, f"invalid trigger metadata: {error}"
     if isinstance(error, QueueMisconfigured):
         return grpc.StatusCode.FAILED_PRECONDITION, str(error)
+    if isinstance(error, ResourceExhausted):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, str(error)
     if isinstance(error, Unavailable):
         return grpc.StatusCode.UNAVAILABLE, str(error)
     return grpc.StatusCode.INTERNAL, f"internal error: {error!r}"
@@ -164,8 +174,12 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         *,
         first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT,
         idle_after: float = IDLE_AFTER,
+        limits: Limits | None = None,
     ) -> None:
         self._samplers = samplers
+        self._limits = limits or Limits()
+        #: StreamIsActive streams open now
+        self._streams = 0
         self._metrics = metrics
         self._profiles = dict(profiles)
         self._first_sample_timeout = first_sample_timeout
@@ -245,8 +259,9 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         every second while active. Ends with OK when the server shuts down."""
         try:
             spec = self.spec_of(request)
+            self._check_stream_room()
             sampler = self._samplers.get(spec)
-            with sampler.watched():
+            with self._stream_open(), sampler.watched():
                 last: bool | None = None
                 last_sent = 0.0
                 loop = asyncio.get_running_loop()
@@ -263,7 +278,24 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
 
     # -- shared steps -------------------------------------------------------------------------
 
+    def _check_stream_room(self) -> None:
+        if self._streams >= self._limits.max_streams:
+            raise ResourceExhausted(
+                f"this scaler has {self._streams} StreamIsActive streams open, its limit "
+                "(--max-streams); KEDA retries later, or the operator raises the limit"
+            )
+
+    @contextlib.contextmanager
+    def _stream_open(self) -> Iterator[None]:
+        """Counts one open stream while the block runs."""
+        self._streams += 1
+        try:
+            yield
+        finally:
+            self._streams -= 1
+
     def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
+        self._limits.check_metadata(ref.scalerMetadata)  # before the cache keeps a large map
         return self._parse(frozenset(ref.scalerMetadata.items()))
 
     def _parse_uncached(self, items: frozenset[tuple[str, str]]) -> TriggerSpec:
