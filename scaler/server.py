@@ -16,6 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from brokers.registry import open_adapter
+from scaler.ceilings.registry import REFRESH_INTERVAL, ProbeRegistry
 from scaler.errors import CannotListen
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
@@ -52,6 +53,8 @@ class ServerConfig:
     health_port: int | None = None
     #: what the server takes from triggers: metadata size, queues, streams
     limits: Limits = field(default_factory=Limits)
+    #: how often each dependency probe reads its dependency
+    probe_interval: float = REFRESH_INTERVAL
 
 
 @dataclass
@@ -73,6 +76,7 @@ async def running_server(
     samplers = SamplerRegistry(
         open_adapter_, metrics, idle_after=config.idle_after, limits=config.limits
     )
+    probes = ProbeRegistry(metrics, interval=config.probe_interval, idle_after=config.idle_after)
     service = ExternalScalerService(
         samplers,
         metrics,
@@ -80,6 +84,7 @@ async def running_server(
         first_sample_timeout=config.first_sample_timeout,
         idle_after=config.idle_after,
         limits=config.limits,
+        probes=probes,
     )
     health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]
     server = grpc.aio.server(options=GRPC_OPTIONS)
@@ -122,6 +127,7 @@ async def running_server(
         if health_server is not None:
             await health_server.stop(0)
         await samplers.aclose()
+        await probes.aclose()
         if http_server is not None:
             http_server.shutdown()
             http_server.server_close()
