@@ -2,17 +2,19 @@
 
 The probe logs in as the profile's user (the workers' user) and reads ``max_connections``,
 ``max_user_connections`` (global), the account's own ``MAX_USER_CONNECTIONS`` (from
-``mysql.user`` where the user may read it; skipped otherwise), ``Threads_connected`` (every
+``SHOW CREATE USER CURRENT_USER``, which every account may ask of itself; else from
+``mysql.user`` where readable; skipped otherwise), ``Threads_connected`` (every
 client thread) and the user's own threads in ``information_schema.PROCESSLIST`` (a user without
 the ``PROCESS`` privilege sees exactly its own, which is what is counted). Others hold
 ``Threads_connected`` less the user's threads; ``usable`` is the smallest of ``max_connections``
-less those, and the two per-user limits. No privilege is needed; ``SELECT`` on ``mysql.user``
-adds the account's own limit. PyMySQL (pure Python) runs in a thread.
+less those, and the two per-user limits. No privilege is needed. PyMySQL (pure Python) runs in
+a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -21,6 +23,7 @@ import pymysql
 from scaler.ceilings.headroom import Headroom, ProbeFailed
 
 DEFAULT_PORT = 3306
+_LIMIT_CLAUSE = re.compile(r"MAX_USER_CONNECTIONS\s+(-?[0-9]+)", re.IGNORECASE)
 
 
 async def read(url: str, timeout: float) -> Headroom:
@@ -71,7 +74,15 @@ def _read(url: str, timeout: float) -> Headroom:
 
 
 def _account_limit(cursor: Any, account: str) -> int | None:
-    """The account's ``MAX_USER_CONNECTIONS``, or None where ``mysql.user`` is not readable."""
+    """The account's ``MAX_USER_CONNECTIONS``, or None where the server does not tell it."""
+    try:
+        cursor.execute("SHOW CREATE USER CURRENT_USER")
+        row = cursor.fetchone()
+    except pymysql.MySQLError:  # an old server: mysql.user, where readable
+        row = None
+    if row is not None:
+        match = _LIMIT_CLAUSE.search(str(row[0]))
+        return int(match[1]) if match else 0
     user, _, host = account.rpartition("@")
     try:
         cursor.execute(

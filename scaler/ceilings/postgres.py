@@ -5,9 +5,13 @@ The probe logs in as the profile's role (the workers' role) and reads, in one qu
 ``reserved_connections`` on 16+) less the client sessions of *other* roles; the role's own
 ``CONNECTION LIMIT`` (``rolconnlimit``); the database's (``datconnlimit``) less the sessions other
 roles hold in it. The smallest is what the role may hold in all (``usable``); less the role's own
-sessions (the probe's left out), what is ``free``. ``pg_stat_activity`` shows every session's role
-and database to every role, so no privilege beyond logging in is needed; granting
-``pg_read_all_stats`` (or ``pg_monitor``) changes nothing the probe reads, and is harmless.
+sessions (the probe's left out), what is ``free``.
+
+``pg_stat_activity`` shows every session's role and database to every role, but the kind of
+process (``backend_type``) of other roles' only to members of ``pg_read_all_stats`` (or
+``pg_monitor``). Without it, other roles' processes of unknown kind are counted as sessions: a
+parallel query's workers or a replication connection then lower the ceiling a little (never
+raise it). Grant ``pg_read_all_stats`` to the role for exact counts; nothing more is needed.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ SELECT current_setting('max_connections')::int,
                           AND datname = current_database()),
        current_user
 FROM pg_stat_activity
-WHERE backend_type = 'client backend'
+WHERE usename IS NOT NULL AND coalesce(backend_type, 'client backend') = 'client backend'
 """
 
 

@@ -56,7 +56,7 @@ class Probe:
         self.interval = interval
         self.idle_after = idle_after
         self.reading: Headroom | None = None
-        #: monotonic time of ``reading``
+        #: monotonic time ``reading`` was asked for (what it shows is as of then, or later)
         self.read_at: float | None = None
         #: the newest attempt's error; None when it succeeded
         self.error: str | None = None
@@ -94,7 +94,8 @@ class Probe:
             self._metrics.forget_probe(self.name, self.kind)
 
     async def read_once(self) -> None:
-        timeout = min(PROBE_TIMEOUT, max(1.0, self.interval))
+        started = time.monotonic()
+        timeout = PROBE_TIMEOUT
         try:
             reading = await asyncio.wait_for(self._reader(self._url, timeout), timeout)
         except TimeoutError:
@@ -107,7 +108,7 @@ class Probe:
         else:
             if self.error is not None:
                 log.info("probe %s reads again: %s", self.name, reading.detail)
-            self.reading, self.read_at, self.error = reading, time.monotonic(), None
+            self.reading, self.read_at, self.error = reading, started, None
             self._metrics.record_probe(self.name, self.kind, reading, self.age)
         self._first.set()
 
