@@ -540,9 +540,10 @@ def _parse_dependencies(text: str | None, profiles: Mapping[str, str]) -> tuple[
         return ()
     deps: list[Dependency] = []
     for part in (item.strip() for item in text.split(",")):
+        shown = _shown("dependencies", part)  # a URL pasted here may hold a password
         match = _DEPENDENCY.match(part)
         if not match:
-            raise InvalidMetadata("dependencies", f"got {part!r}; expected {_DEPENDENCY_EXPECTED}")
+            raise InvalidMetadata("dependencies", f"got {shown}; expected {_DEPENDENCY_EXPECTED}")
         name, profile, fallback_text, limit_text, per_text = match.groups()
         try:
             per_worker = float(per_text)
@@ -550,15 +551,15 @@ def _parse_dependencies(text: str | None, profiles: Mapping[str, str]) -> tuple[
             limit = None if limit_given is None else float(limit_given)
         except ValueError:
             raise InvalidMetadata(
-                "dependencies", f"got {part!r}; expected {_DEPENDENCY_EXPECTED}"
+                "dependencies", f"got {shown}; expected {_DEPENDENCY_EXPECTED}"
             ) from None
         if (limit is not None and limit <= 0) or per_worker <= 0:
             raise InvalidMetadata(
-                "dependencies", f"got {part!r}; LIMIT and PER_WORKER must be above zero"
+                "dependencies", f"got {shown}; LIMIT and PER_WORKER must be above zero"
             )
         if limit is not None and math.floor(limit / per_worker + 1e-9) < 1:
             raise InvalidMetadata(
-                "dependencies", f"got {part!r}; a LIMIT below PER_WORKER allows no worker at all"
+                "dependencies", f"got {shown}; a LIMIT below PER_WORKER allows no worker at all"
             )
         if any(d.name == name for d in deps):
             raise InvalidMetadata(
