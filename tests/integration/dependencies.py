@@ -4,11 +4,15 @@ dropped afterwards, the servers' other clients left alone."""
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
+import shutil
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psycopg
 import pymysql
@@ -140,6 +144,45 @@ def mariadb_accounts(port: int, user_limit: int) -> Iterator[MariadbAccounts]:
             cursor.execute(f"DROP USER IF EXISTS '{accounts.workers}'@'%'")
             cursor.execute(f"DROP USER IF EXISTS '{accounts.other}'@'%'")
     admin.close()
+
+
+def private_mariadb(workdir: Path, port: int, max_connections: int) -> Iterator[int]:
+    """A throwaway mariadbd on ``port`` with a small ``max_connections`` (root without a
+    password); yields the port, stops the server and leaves nothing running."""
+    path = os.environ.get("PATH", "") + ":/usr/sbin"
+    install, server = (
+        shutil.which("mariadb-install-db", path=path),
+        shutil.which("mariadbd", path=path),
+    )
+    if install is None or server is None:
+        pytest.fail("mariadbd is not installed; scripts/services installs it (mariadb-server)")
+    user = getpass.getuser()
+    data = workdir / "data"
+    subprocess.run(
+        [install, "--no-defaults", f"--datadir={data}", f"--user={user}",
+         "--auth-root-authentication-method=normal", "--skip-test-db"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    process = subprocess.Popen(
+        [server, "--no-defaults", f"--datadir={data}", f"--port={port}",
+         "--bind-address=127.0.0.1", f"--socket={workdir / 'sock'}", f"--user={user}",
+         "--skip-log-bin", f"--max-connections={max_connections}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                pymysql.connect(host=MARIADB_HOST, port=port, user="root").close()
+                break
+            except pymysql.MySQLError:
+                assert process.poll() is None, "the private mariadbd exited at start"
+                assert time.monotonic() < deadline, "the private mariadbd did not start in 30s"
+                time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 async def reading_after(

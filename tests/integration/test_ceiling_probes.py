@@ -9,6 +9,7 @@ import http.server
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -18,6 +19,7 @@ from scaler.ceilings.limit import dependency_ceiling
 from scaler.ceilings.registry import PROBE_TIMEOUT, ProbeRegistry
 from scaler.metrics import Metrics
 from scaler.spec import TriggerSpec, parse_metadata
+from tests.conftest import free_port
 from tests.integration.conftest import RedisProcess
 from tests.integration.dependencies import (
     MARIADB_PORT,
@@ -25,6 +27,7 @@ from tests.integration.dependencies import (
     PostgresAccounts,
     mariadb_accounts,
     postgres_accounts,
+    private_mariadb,
     reading_after,
 )
 
@@ -142,6 +145,37 @@ async def test_mariadb_ceiling_follows_the_users_limit_and_sessions(
         mariadb.close(own)
         workers, _, usable, free = await live_ceiling(registry, spec, time.monotonic())
         assert (workers, usable, free) == (3, 6, 6)
+    finally:
+        await registry.aclose()
+
+
+@pytest.fixture
+def small_mariadb(tmp_path: Path) -> Iterator[MariadbAccounts]:
+    """A private MariaDB with max_connections 12, and users whose own limit (20) is higher."""
+    for port in private_mariadb(tmp_path, free_port(), max_connections=12):
+        yield from mariadb_accounts(port, user_limit=20)
+
+
+async def test_mariadb_ceiling_follows_other_users_threads(
+    small_mariadb: MariadbAccounts,
+) -> None:
+    accounts = small_mariadb
+    registry = ProbeRegistry(Metrics(), interval=INTERVAL)
+    spec = probed(accounts.url(accounts.workers), "db=probe:dep/1")
+    try:
+        # 12 - the test's own root connection: 11 for the workers' user
+        workers, note, usable, free = await live_ceiling(registry, spec, time.monotonic())
+        assert (workers, usable, free) == (11, 11, 11)
+        assert note == "live: 11 slots, 11 free"
+
+        accounts.open(accounts.workers, 2)
+        others = accounts.open(accounts.other, 4)
+        workers, _, usable, free = await live_ceiling(registry, spec, time.monotonic())
+        assert (workers, usable, free) == (7, 7, 5)
+
+        accounts.close(others)
+        workers, _, usable, free = await live_ceiling(registry, spec, time.monotonic())
+        assert (workers, usable, free) == (11, 11, 9)
     finally:
         await registry.aclose()
 
