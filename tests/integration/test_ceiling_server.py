@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.probe import probe
 from scaler.server import RunningServer, ServerConfig, running_server
 from tests.integration.dependencies import PostgresAccounts, postgres_accounts
 from tests.integration.scrape import scrape
@@ -149,3 +150,34 @@ async def test_a_probe_that_cannot_read_never_raises_the_ceiling(
         assert (
             "dependencies: probe:orders-db: got 'orders-db'; no such connection profile" in details
         )
+
+
+async def test_probe_shows_each_dependency_figure_age_and_source(
+    postgres_accounts: PostgresAccounts, redis_url: str, queue: str
+) -> None:
+    metadata = {
+        "url": redis_url,
+        "queue": queue,
+        "format": "sidekiq",
+        "workerThroughput": "1",
+        "dependencies": "postgres=probe:orders-pg/2,api=30/3",
+    }
+    profiles = {"orders-pg": postgres_accounts.url(postgres_accounts.workers)}
+    out = await probe(metadata, profiles, duration=0.5)
+    assert (out["desired_workers"], out["ceiling"]) == (5, 5)
+    assert out["reason"] == "clamped by postgres (live: 10 slots, 10 free)"
+    pg, api = out["dependencies"]
+    assert pg["name"] == "postgres" and pg["probe"] == "orders-pg" and pg["kind"] == "postgres"
+    assert (pg["ceiling"], pg["source"], pg["usable"], pg["free"], pg["unit"]) == (
+        5, "live", 10, 10, "slots",
+    )  # fmt: skip
+    assert f"role {postgres_accounts.workers} CONNECTION LIMIT 10" in pg["detail"]
+    assert 0 <= pg["age_seconds"] < 5 and pg["error"] is None
+    assert api == {
+        "name": "api",
+        "ceiling": 10,
+        "source": "static",
+        "per_worker": 3.0,
+        "limit": 30.0,
+    }
+    assert out["warnings"] == []

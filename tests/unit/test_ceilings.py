@@ -10,6 +10,7 @@ from scaler.ceilings import http, mysql, postgres, redis
 from scaler.ceilings.headroom import FigureSource, Headroom, ProbeFailed, ProbeFigure
 from scaler.ceilings.limit import STALE_AFTER, dependency_ceiling, trigger_ceiling
 from scaler.errors import InvalidMetadata
+from scaler.metrics import Metrics
 from scaler.policy import PolicyState, Reason, decide
 from scaler.spec import Dependency, TriggerSpec, parse_metadata
 from tests.unit.test_policy import NOW, signals_of
@@ -256,3 +257,39 @@ def test_no_answer_when_the_ceiling_is_unknown() -> None:
     # once an answer was given, it is what is held
     decision, _ = decide(signals, spec, NOW, PolicyState(last_desired=2), {})
     assert (decision.desired_workers, decision.metric_value) == (1, 1.0)
+
+
+def test_metrics_keep_one_series_per_dependency_under_its_current_source() -> None:
+    metrics = Metrics()
+    spec = spec_of("postgres=probe:orders-pg|100/5", workerThroughput="1")
+    signals = signals_of(depth=6000, consumers=4, age=30.0, arrivals=0.0, completions=4.0)
+    labels = {"namespace": "shop", "scaled_object": "orders", "queue": "q", "metric": "workers"}
+
+    def value(source: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "queue_age_scaler_dependency_ceiling_workers",
+            labels | {"dependency": "postgres", "source": source},
+        )
+
+    live, _ = decide(signals, spec, NOW, PolicyState(), {"orders-pg": figure(2.0)})
+    metrics.record_decision("shop", "orders", spec, signals, live)
+    assert value("live") == 7
+    stale = figure(STALE_AFTER + 1, "postgres: refused")
+    fallback, _ = decide(signals, spec, NOW, PolicyState(), {"orders-pg": stale})
+    metrics.record_decision("shop", "orders", spec, signals, fallback)
+    assert (value("live"), value("fallback")) == (None, 20)
+    assert metrics.registry.get_sample_value(
+        "queue_age_scaler_decision", labels | {"reason": "clamped by postgres"}
+    ) == 1  # fmt: skip
+    metrics.forget_trigger(Metrics.trigger_labels("shop", "orders", spec))
+    assert value("fallback") is None
+
+    metrics.record_probe("orders-pg", "postgres", READING, lambda: 4.0)
+    probe = {"dependency": "orders-pg", "probe": "postgres"}
+    slots = "queue_age_scaler_dependency_slots"
+    assert metrics.registry.get_sample_value(slots, probe | {"figure": "usable"}) == 37
+    assert metrics.registry.get_sample_value(
+        "queue_age_scaler_dependency_reading_age_seconds", probe
+    ) == 4.0  # fmt: skip
+    metrics.forget_probe("orders-pg", "postgres")
+    assert metrics.registry.get_sample_value(slots, probe | {"figure": "usable"}) is None
