@@ -136,7 +136,8 @@ def decide(
         desired, reason = ceiling, Reason.CLAMPED
     if desired == 0:
         reason = Reason.IDLE
-    state = replace(state, last_desired=desired)
+    if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
+        state = replace(state, last_desired=desired)
 
     active = is_active(signals, spec)
     if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:

@@ -213,6 +213,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     ) -> pb.GetMetricSpecResponse:
         spec = self.spec_of(request)
         self._samplers.get(spec)  # start sampling now, so GetMetrics finds it warm
+        if self._probes is not None:  # and reading the dependencies
+            await self._probes.figures(spec, first_timeout=0.0)
         target = spec.metric_target
         return pb.GetMetricSpecResponse(
             metricSpecs=[

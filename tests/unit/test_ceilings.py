@@ -251,9 +251,10 @@ def test_the_decision_says_where_the_ceiling_comes_from() -> None:
 def test_no_answer_when_the_ceiling_is_unknown() -> None:
     spec = spec_of("postgres=probe:orders-pg/5", workerThroughput="1", format="sidekiq")
     signals = signals_of(depth=60, age=30.0, arrivals=0.0, completions=1.0)
-    decision, _ = decide(signals, spec, NOW, PolicyState(), {})
+    decision, state = decide(signals, spec, NOW, PolicyState(), {})
     assert decision.metric_value is None
     assert decision.ceiling_unknown is not None
+    assert state.last_desired is None  # no answer given: nothing to hold on to later
     # once an answer was given, it is what is held
     decision, _ = decide(signals, spec, NOW, PolicyState(last_desired=2), {})
     assert (decision.desired_workers, decision.metric_value) == (1, 1.0)
