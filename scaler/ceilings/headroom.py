@@ -4,12 +4,28 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from scaler.errors import Unavailable
 
 
 class ProbeFailed(Unavailable):
     """A probe could not read its dependency (down, refused, no permission, no headers)."""
+
+
+def probe_failed(kind: str, message: str, url: str) -> ProbeFailed:
+    """A :class:`ProbeFailed` whose message holds nothing secret of ``url``: a driver's message
+    may quote the URL, and the URL may hold a password or an API key (in its query)."""
+    secrets = {url}
+    try:
+        parts = urlsplit(url)
+        secrets |= {parts.password or "", unquote(parts.password or ""), parts.query}
+        secrets |= {value for _, value in parse_qsl(parts.query)}
+    except ValueError:
+        pass
+    for secret in sorted((s for s in secrets if len(s) >= 3), key=len, reverse=True):
+        message = message.replace(secret, "<hidden>")
+    return ProbeFailed(f"{kind}: {message}")
 
 
 @dataclass(frozen=True, slots=True)

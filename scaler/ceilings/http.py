@@ -29,7 +29,7 @@ from typing import Any
 import http_sf
 import httpx
 
-from scaler.ceilings.headroom import Headroom, ProbeFailed
+from scaler.ceilings.headroom import Headroom, ProbeFailed, probe_failed
 
 #: a reset above this is a Unix time, not a number of seconds
 UNIX_TIME_FROM = 1_000_000_000
@@ -61,8 +61,8 @@ async def read(url: str, timeout: float) -> Headroom:
     try:
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=True) as client:
             response = await client.get(url)
-    except httpx.HTTPError as error:
-        raise ProbeFailed(f"http: {type(error).__name__}: {error}") from None
+    except (httpx.HTTPError, httpx.InvalidURL) as error:
+        raise probe_failed("http", f"{type(error).__name__}: {error}", url) from None
     return headroom(response.status_code, response.headers, time.time())
 
 

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 import pymysql
 
-from scaler.ceilings.headroom import Headroom, ProbeFailed
+from scaler.ceilings.headroom import Headroom, probe_failed
 
 DEFAULT_PORT = 3306
 _LIMIT_CLAUSE = re.compile(r"MAX_USER_CONNECTIONS\s+(-?[0-9]+)", re.IGNORECASE)
@@ -48,8 +48,8 @@ def _connect_args(url: str, timeout: float) -> dict[str, Any]:
 def _read(url: str, timeout: float) -> Headroom:
     try:
         connection = pymysql.connect(**_connect_args(url, timeout))
-    except pymysql.MySQLError as error:
-        raise ProbeFailed(f"mysql: {_message(error)}") from None
+    except (pymysql.MySQLError, ValueError) as error:
+        raise probe_failed("mysql", _message(error), url) from None
     try:
         with connection.cursor() as cursor:
             cursor.execute(
@@ -67,7 +67,7 @@ def _read(url: str, timeout: float) -> Headroom:
             own = int(cursor.fetchone()[0])
             account_limit = _account_limit(cursor, str(account))
     except pymysql.MySQLError as error:
-        raise ProbeFailed(f"mysql: {_message(error)}") from None
+        raise probe_failed("mysql", _message(error), url) from None
     finally:
         connection.close()
     return headroom(int(max_connections), int(max_user), account_limit, connected, own, user)
@@ -120,6 +120,6 @@ def headroom(
     return Headroom(free=max(0, usable - own), usable=usable, detail=detail)
 
 
-def _message(error: pymysql.MySQLError) -> str:
+def _message(error: Exception) -> str:
     args = error.args
     return str(args[1]) if len(args) > 1 else str(error)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import psycopg
 
-from scaler.ceilings.headroom import Headroom, ProbeFailed
+from scaler.ceilings.headroom import Headroom, ProbeFailed, probe_failed
 
 QUERY = """
 SELECT current_setting('max_connections')::int,
@@ -47,7 +47,7 @@ async def read(url: str, timeout: float) -> Headroom:
         ) as connection:
             row = await (await connection.execute(QUERY)).fetchone()
     except psycopg.Error as error:
-        raise ProbeFailed(f"postgres: {_first_line(error)}") from None
+        raise probe_failed("postgres", _first_line(error), url) from None
     if row is None:  # an aggregate always gives a row
         raise ProbeFailed("postgres: pg_stat_activity gave no row")
     return headroom(*row)

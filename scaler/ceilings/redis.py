@@ -12,14 +12,20 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from scaler.ceilings.headroom import Headroom, ProbeFailed
+from scaler.ceilings.headroom import Headroom, probe_failed
 
 
 async def read(url: str, timeout: float) -> Headroom:
     """Read the free client slots of the Redis server ``url`` names."""
-    client = aioredis.Redis.from_url(
-        url, socket_timeout=timeout, socket_connect_timeout=timeout, single_connection_client=True
-    )
+    try:
+        client = aioredis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            single_connection_client=True,
+        )
+    except ValueError as error:
+        raise probe_failed("redis", str(error), url) from None
     try:
         info = await client.info("clients")
         maxclients = info.get("maxclients")
@@ -28,7 +34,7 @@ async def read(url: str, timeout: float) -> Headroom:
         connected = int(info["connected_clients"])
         limit = int(str(maxclients))
     except (RedisError, KeyError) as error:
-        raise ProbeFailed(f"redis: {error or type(error).__name__}") from None
+        raise probe_failed("redis", str(error) or type(error).__name__, url) from None
     finally:
         await client.aclose()
     return headroom(limit, connected)

@@ -7,7 +7,13 @@ import httpx
 import pytest
 
 from scaler.ceilings import http, mysql, postgres, redis
-from scaler.ceilings.headroom import FigureSource, Headroom, ProbeFailed, ProbeFigure
+from scaler.ceilings.headroom import (
+    FigureSource,
+    Headroom,
+    ProbeFailed,
+    ProbeFigure,
+    probe_failed,
+)
 from scaler.ceilings.limit import STALE_AFTER, dependency_ceiling, trigger_ceiling
 from scaler.errors import InvalidMetadata
 from scaler.metrics import Metrics
@@ -294,3 +300,15 @@ def test_metrics_keep_one_series_per_dependency_under_its_current_source() -> No
     ) == 4.0  # fmt: skip
     metrics.forget_probe("orders-pg", "postgres")
     assert metrics.registry.get_sample_value(slots, probe | {"figure": "usable"}) is None
+
+
+def test_a_probe_error_never_holds_the_urls_secrets() -> None:
+    url = "https://user:p%40ss@api.example/quota?api_key=k3y-123&region=eu"
+    error = probe_failed("http", f"InvalidURL: {url} and p@ss and k3y-123", url)
+    assert str(error) == "http: InvalidURL: <hidden> and <hidden> and <hidden>"
+
+
+async def test_a_redis_url_redis_py_refuses_fails_the_probe_without_its_password() -> None:
+    with pytest.raises(ProbeFailed) as raised:
+        await redis.read("redis://:s3cret@localhost:notaport/0", 1.0)
+    assert "s3cret" not in str(raised.value) and str(raised.value).startswith("redis: ")
