@@ -1,0 +1,5 @@
+import sys
+
+from scaler.demo.main import main
+
+sys.exit(main())
