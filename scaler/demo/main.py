@@ -76,6 +76,8 @@ class Demo:
         self.fleet: WorkerFleet | None = None
         self.recording = Recording(timing.target_age, CEILING)
         self.waits: list[float] = []
+        #: jobs the producer sent in all
+        self.sent = 0
         self.notes: list[str] = []
 
     async def run(self, live: bool) -> None:
@@ -177,6 +179,7 @@ class Demo:
                 with open_view(timing, live=live) as view:
                     await self._observe(client, http, producer, started, view)
             finally:
+                self.sent = producer.sent
                 done.set()
                 await emulating
         self.notes.extend(f"KEDA: {error}" for error in keda.errors[:5])
@@ -305,7 +308,7 @@ async def _run(timing: Timing, run_dir: Path, args: argparse.Namespace) -> int:
     for note in demo.notes:
         print(f"demo: {note}", flush=True)
     interrupted = demo.stopping.is_set()
-    summary = demo.recording.summary(demo.waits, interrupted=interrupted)
+    summary = demo.recording.summary(demo.sent, demo.waits, interrupted=interrupted)
     settings = {"duration": timing.duration, "phases": [p.name for p in PHASES],
                 "metadata": timing.metadata("redis://…", demo.queue)}  # fmt: skip
     data = demo.recording.as_json(summary, settings)

@@ -109,7 +109,8 @@ class Recording:
         pairs = zip(self.samples, self.samples[1:], strict=False)
         return sum(b.at - a.at for a, b in pairs if a.oldest_age > self.target_age)
 
-    def summary(self, waits: list[float], *, interrupted: bool) -> Summary:
+    def summary(self, sent: int, waits: list[float], *, interrupted: bool) -> Summary:
+        """``sent``: jobs sent in all; ``waits``: how long each job done had waited."""
         samples = self.samples
         return Summary(
             target_age=self.target_age,
@@ -117,7 +118,7 @@ class Recording:
             max_age=max((s.oldest_age for s in samples), default=0.0),
             seconds_over_target=self.seconds_over_target(),
             peak_workers=max((s.alive for s in samples), default=0),
-            sent=samples[-1].sent if samples else 0,
+            sent=sent,
             done=len(waits),
             max_wait=max(waits, default=None),
             interrupted=interrupted,

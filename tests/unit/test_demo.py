@@ -76,13 +76,13 @@ def test_the_recording_counts_seconds_over_target_rates_and_the_summary() -> Non
     assert recording.seconds_over_target() == pytest.approx(3.0)
     assert recording.rate("sent", 2.0) == pytest.approx(10.0)
     assert recording.rate("done", 2.0) == pytest.approx(8.0)
-    summary = recording.summary([1.0, 14.5, 3.0], interrupted=False)
+    summary = recording.summary(60, [1.0, 14.5, 3.0], interrupted=False)
     assert (summary.max_age, summary.peak_workers, summary.sent, summary.done) == (15.0, 6, 60, 3)
     assert summary.line() == (
         "max age 15.0 s (target 10 s), 3 s over target, peak 6 workers (ceiling 8), "
         "3/60 jobs done, longest wait 14.5 s"
     )
-    empty = Recording(10.0, 8).summary([], interrupted=True)
+    empty = Recording(10.0, 8).summary(0, [], interrupted=True)
     assert empty.line().startswith("interrupted: max age 0.0 s")
     assert empty.max_wait is None
 
