@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -111,10 +110,10 @@ class Demo:
                 "it (apt-get install redis-server; scripts/demo does) or pass --redis-url"
             )
         port = free_port()
-        workdir = tempfile.mkdtemp(prefix="queue-age-demo-redis-")
+        # saves nothing (no RDB, no AOF): its folder stays empty
         self.redis_server = self.group.spawn(
             [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-             "no", "--dir", workdir, "--logfile", ""],
+             "no", "--dir", str(self.run_dir), "--logfile", ""],
             output=subprocess.DEVNULL,
         )  # fmt: skip
         url = f"redis://127.0.0.1:{port}/0"
@@ -123,7 +122,6 @@ class Demo:
             await self._wait_for("redis-server", self.redis_server, client.ping)
         finally:
             await client.aclose()
-            shutil.rmtree(workdir, ignore_errors=True)  # it saves nothing
         return url
 
     async def _start_server(self) -> tuple[int, int]:
