@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from scaler import check, logs
+from scaler import __version__, check, logs
 from scaler.connections import load_profiles
 from scaler.errors import ScalerError
 from scaler.probe import probe, render_table
@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="queue-age-scaler", description=__doc__, parents=[_common_options(defaults=True)]
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = _common_options(defaults=False)
     commands = parser.add_subparsers(dest="command", required=True)
 
