@@ -28,6 +28,7 @@ def the_one_version() -> str:
     assert pyproject["project"]["dynamic"] == ["version"]
     source = ROOT / pyproject["tool"]["hatch"]["version"]["path"]
     (version,) = re.findall(r'^__version__ = "([^"]+)"$', source.read_text(), re.MULTILINE)
+    assert isinstance(version, str)
     return version
 
 
