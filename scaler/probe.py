@@ -149,15 +149,25 @@ def _dependencies(
 
 
 def render_table(data: Mapping[str, Any]) -> str:
+    """One line per figure; a list (``warnings``, ``dependencies``) one line per item."""
     width = max(len(k) for k in data)
     lines = []
     for key, value in data.items():
-        shown = (
-            "unknown"
-            if value is None
-            else json.dumps(value)
-            if isinstance(value, bool)
-            else str(value)
-        )
-        lines.append(f"{key:<{width}}  {shown}")
+        items = value if isinstance(value, list) and value else [value]
+        for index, item in enumerate(items):
+            lines.append(f"{key if index == 0 else '':<{width}}  {_shown(item)}")
     return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, dict) and "ceiling" in value:  # a dependency
+        ceiling = "unknown" if value["ceiling"] is None else value["ceiling"]
+        why = value.get("note") or f"{value['limit']:g}/{value['per_worker']:g}"
+        return f"{value['name']}: {ceiling} workers, {value['source']} ({why})"
+    if isinstance(value, list):
+        return "none" if not value else ", ".join(map(str, value))
+    return str(value)

@@ -18,6 +18,7 @@ from scaler.ceilings.limit import STALE_AFTER, dependency_ceiling, trigger_ceili
 from scaler.errors import InvalidMetadata
 from scaler.metrics import Metrics
 from scaler.policy import PolicyState, Reason, decide
+from scaler.probe import render_table
 from scaler.spec import Dependency, TriggerSpec, parse_metadata
 from tests.unit.test_policy import NOW, signals_of
 
@@ -312,3 +313,24 @@ async def test_a_redis_url_redis_py_refuses_fails_the_probe_without_its_password
     with pytest.raises(ProbeFailed) as raised:
         await redis.read("redis://:s3cret@localhost:notaport/0", 1.0)
     assert "s3cret" not in str(raised.value) and str(raised.value).startswith("redis: ")
+
+
+def test_the_probe_table_shows_each_dependency_on_a_line() -> None:
+    table = render_table(
+        {
+            "ceiling": 10,
+            "dependencies": [
+                {"name": "postgres", "ceiling": 19, "source": "live", "per_worker": 5.0,
+                 "limit": None, "note": "live: 97 slots, 97 free"},
+                {"name": "cache", "ceiling": 10, "source": "static", "per_worker": 3.0,
+                 "limit": 30.0},
+            ],
+            "warnings": [],
+        }
+    )  # fmt: skip
+    assert table.splitlines() == [
+        "ceiling       10",
+        "dependencies  postgres: 19 workers, live (live: 97 slots, 97 free)",
+        "              cache: 10 workers, static (30/3)",
+        "warnings      none",
+    ]
