@@ -2,8 +2,11 @@
 
     ScalerError
     ├── InvalidMetadata      bad trigger metadata          -> INVALID_ARGUMENT
+    ├── PermissionDenied     metadata the operator does not allow (a profile of another
+    │                        namespace, a URL outside --allow-url)  -> PERMISSION_DENIED
     ├── QueueMisconfigured   the queue is not what the format expects -> FAILED_PRECONDITION
     ├── InvalidTlsFiles      the server's TLS files cannot be served (at start: exit)
+    ├── InvalidProfile       a connection profile cannot be read (at start: exit)
     └── Unavailable          no fresh figures to answer from -> UNAVAILABLE
         ├── BrokerUnavailable   the broker did not answer
         └── SampleStale         the newest sample is too old, or none came in time
@@ -26,12 +29,27 @@ class InvalidMetadata(ScalerError):
         self.key = key
 
 
+class PermissionDenied(ScalerError):
+    """Valid metadata that the scaler's operator does not allow this trigger: a connection
+    profile scoped to other namespaces, a URL outside the ``--allow-url`` rules, or any URL
+    under ``--profiles-only``. The message names the key and the rule, never a URL or password."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
 class QueueMisconfigured(ScalerError):
     """The queue exists but is not laid out as its format expects (a key of the wrong type)."""
 
 
 class InvalidTlsFiles(ScalerError):
     """The certificate, key or client CA given to ``serve`` cannot be read or do not match."""
+
+
+class InvalidProfile(ScalerError):
+    """A connection profile in the scaler's configuration cannot be read; names the profile and
+    where it came from, never its URL."""
 
 
 class Unavailable(ScalerError):

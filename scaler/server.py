@@ -14,12 +14,20 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from brokers.registry import open_adapter
+from scaler.bounds import (
+    DEFAULT_MAX_HISTORY_SAMPLES,
+    DEFAULT_MAX_RATE_WINDOW,
+    DEFAULT_MIN_SAMPLE_INTERVAL,
+    Bounds,
+)
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.metrics import Metrics
+from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, AdapterFactory, SamplerRegistry
 from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
 from scaler.tls import TlsFiles, server_credentials
+from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +44,14 @@ class ServerConfig:
     #: None: no metrics endpoint
     metrics_port: int | None = DEFAULT_METRICS_PORT
     grace: float = DEFAULT_GRACE
-    profiles: Mapping[str, str] = field(default_factory=dict)
+    profiles: Mapping[str, Profile | str] = field(default_factory=dict)
+    #: where triggers' own URLs may point (serve --allow-url, --profiles-only); default anywhere
+    urls: UrlPolicy = OPEN_URLS
+    #: the operator's bounds on a trigger (serve --min-sample-interval, --max-rate-window,
+    #: --max-history-samples); None: no ceiling
+    min_sample_interval: float = DEFAULT_MIN_SAMPLE_INTERVAL
+    max_rate_window: float | None = DEFAULT_MAX_RATE_WINDOW
+    max_history_samples: int | None = DEFAULT_MAX_HISTORY_SAMPLES
     idle_after: float = IDLE_AFTER
     first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT
     #: None: plain text; else TLS (mutual TLS with a client CA), reloaded when the files change
@@ -60,14 +75,19 @@ async def running_server(
     config: ServerConfig, open_adapter_: AdapterFactory = open_adapter
 ) -> AsyncIterator[RunningServer]:
     """Serve until the block exits, then shut down gracefully within ``config.grace``."""
+    bounds = Bounds(config.min_sample_interval, config.max_rate_window, config.max_history_samples)
+    profiles = as_profiles(config.profiles)
+    _warn_about_open_access(config.urls, profiles)
     metrics = Metrics()
     samplers = SamplerRegistry(open_adapter_, metrics, idle_after=config.idle_after)
     service = ExternalScalerService(
         samplers,
         metrics,
-        config.profiles,
+        profiles,
         first_sample_timeout=config.first_sample_timeout,
         idle_after=config.idle_after,
+        urls=config.urls,
+        bounds=bounds,
     )
     health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]
     server = grpc.aio.server()
@@ -115,6 +135,23 @@ async def running_server(
             http_server.shutdown()
             http_server.server_close()
         log.info("stopped")
+
+
+def _warn_about_open_access(urls: UrlPolicy, profiles: Mapping[str, Profile]) -> None:
+    """One warning for each way a ScaledObject author can reach more than a namespace should."""
+    if urls.open:
+        log.warning(
+            "triggers may make the scaler connect to any host and port it can reach with their "
+            "own url: restrict them with --allow-url, or --profiles-only (docs/operating.md, "
+            "Tenants)"
+        )
+    unscoped = sorted(name for name, profile in profiles.items() if profile.namespaces is None)
+    if unscoped:
+        log.warning(
+            "connection profile(s) %s have no namespaces: ScaledObjects in every namespace may "
+            "use them; list the namespaces in each profile (docs/operating.md, Tenants)",
+            ", ".join(unscoped),
+        )
 
 
 async def serve(config: ServerConfig) -> None:

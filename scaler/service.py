@@ -15,14 +15,23 @@ from typing import TypeVar
 
 import grpc
 
-from scaler.errors import InvalidMetadata, QueueMisconfigured, ScalerError, Unavailable
+from scaler.bounds import UNBOUNDED, Bounds
+from scaler.errors import (
+    InvalidMetadata,
+    PermissionDenied,
+    QueueMisconfigured,
+    ScalerError,
+    Unavailable,
+)
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.metrics import Metrics
 from scaler.policy import Decision, PolicyState, decide
+from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
 from scaler.spec import TriggerSpec, parse_metadata
+from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +50,8 @@ def status_of(error: Exception) -> tuple[grpc.StatusCode, str]:
     """The gRPC status for an error: the one place this mapping is made."""
     if isinstance(error, InvalidMetadata):
         return grpc.StatusCode.INVALID_ARGUMENT, f"invalid trigger metadata: {error}"
+    if isinstance(error, PermissionDenied):
+        return grpc.StatusCode.PERMISSION_DENIED, f"not allowed by the scaler's operator: {error}"
     if isinstance(error, QueueMisconfigured):
         return grpc.StatusCode.FAILED_PRECONDITION, str(error)
     if isinstance(error, Unavailable):
@@ -134,14 +145,18 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self,
         samplers: SamplerRegistry,
         metrics: Metrics,
-        profiles: Mapping[str, str],
+        profiles: Mapping[str, Profile | str],
         *,
         first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT,
         idle_after: float = IDLE_AFTER,
+        urls: UrlPolicy = OPEN_URLS,
+        bounds: Bounds = UNBOUNDED,
     ) -> None:
         self._samplers = samplers
         self._metrics = metrics
-        self._profiles = dict(profiles)
+        self._profiles = as_profiles(profiles)
+        self._urls = urls
+        self._bounds = bounds
         self._first_sample_timeout = first_sample_timeout
         #: triggers not asked about for this long are forgotten, with their metrics (a deleted
         #: ScaledObject, or a spec replaced by edited metadata)
@@ -238,10 +253,13 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     # -- shared steps -------------------------------------------------------------------------
 
     def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
-        return self._parse(frozenset(ref.scalerMetadata.items()))
+        # by namespace too: whether a profile may be used depends on it
+        return self._parse(ref.namespace, frozenset(ref.scalerMetadata.items()))
 
-    def _parse_uncached(self, items: frozenset[tuple[str, str]]) -> TriggerSpec:
-        return parse_metadata(dict(items), self._profiles)
+    def _parse_uncached(self, namespace: str, items: frozenset[tuple[str, str]]) -> TriggerSpec:
+        return parse_metadata(
+            dict(items), self._profiles, namespace=namespace, urls=self._urls, bounds=self._bounds
+        )
 
     async def evaluate(
         self, ref: pb.ScaledObjectRef, spec: TriggerSpec
