@@ -417,3 +417,32 @@ async def test_the_server_warns_of_open_urls_and_unscoped_profiles(
         async with running_server(scoped):
             pass
     assert [r for r in caplog.records if r.levelno == logging.WARNING] == []
+
+
+def test_probe_checks_a_namespace_only_when_given_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "team-b-redis").write_text(f"url: {REDIS}\nnamespaces: [team-b]\n")
+    args = ["probe", "--connections-dir", str(tmp_path), "--namespace", "tenant-a"]
+    assert main([*args, "connection=team-b-redis", "queue=q", "format=rq"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("probe: connection: connection profile 'team-b-redis' may not be used")
+    assert SECRET not in err
+
+
+def test_check_takes_serves_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "so.yaml"
+    manifest.write_text(
+        "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: w, namespace: shop}\n"
+        "spec:\n  triggers:\n    - type: external\n      metadata:\n"
+        "        scalerAddress: s:6000\n        url: redis://orders.redis.svc:6379/0\n"
+        "        queue: q\n        format: rq\n        workerThroughput: '1'\n"
+        "        sampleInterval: 500ms\n"
+    )
+    assert main(["check", str(manifest), "--min-sample-interval", "100ms"]) == 0
+    assert main(["check", str(manifest)]) == 1
+    assert "--min-sample-interval" in capsys.readouterr().out
+    assert main(["check", str(manifest), "--min-sample-interval", "0.1", "--profiles-only"]) == 1
+    assert "serve --profiles-only" in capsys.readouterr().out
+    allowed = ["--min-sample-interval", "0.1", "--allow-url", "redis://*.redis.svc"]
+    assert main(["check", str(manifest), *allowed]) == 0
