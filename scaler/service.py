@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 FIRST_SAMPLE_TIMEOUT = 1.0
 #: while active, StreamIsActive repeats ``true`` this often
 STREAM_REPEAT = 1.0
-#: distinct metadata sets whose parsed spec is kept
+#: distinct (namespace, metadata) pairs whose parsed spec is kept
 SPEC_CACHE_SIZE = 4096
 
 Request = TypeVar("Request")

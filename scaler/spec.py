@@ -455,26 +455,26 @@ def _parse_priority_separator(reader: _Reader) -> str:
 
 
 def _management_url(reader: _Reader, url: str, origin: _UrlOrigin, urls: UrlPolicy) -> str | None:
-    """The profile's ``managementUrl``, or the trigger's: checked, with the AMQP URL, to make a
-    management endpoint that the trigger may reach."""
-    profile = origin.profile
-    management_url = (
-        reader.get("managementUrl") or None if profile is None else profile.management_url
-    )
+    """The profile's ``managementUrl``, or the trigger's own, checked with the AMQP URL to make
+    a management endpoint; the trigger's own only where it may point."""
     try:
         parse_amqp_url(url)
     except ValueError as error:
         raise origin.error(str(error)) from None
-    if profile is None and management_url is not None:
+    if origin.profile is not None:
+        try:
+            management_endpoint(url, origin.profile.management_url)
+        except ValueError as error:
+            raise origin.error(str(error)) from None
+        return origin.profile.management_url
+    management_url = reader.get("managementUrl") or None
+    if management_url is not None:
         refuse_local_resources("managementUrl", management_url)
     try:
         endpoint = management_endpoint(url, management_url)
     except ValueError as error:
-        raise (
-            origin.error(str(error)) if profile else InvalidMetadata("managementUrl", str(error))
-        ) from None
-    if profile is None:
-        urls.check("managementUrl" if management_url else "url", endpoint.base_url)
+        raise InvalidMetadata("managementUrl", str(error)) from None
+    urls.check("managementUrl" if management_url else "url", endpoint.base_url)
     return management_url
 
 

@@ -446,3 +446,14 @@ def test_check_takes_serves_flags(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "serve --profiles-only" in capsys.readouterr().out
     allowed = ["--min-sample-interval", "0.1", "--allow-url", "redis://*.redis.svc"]
     assert main(["check", str(manifest), *allowed]) == 0
+
+
+def test_a_profiles_bad_management_url_names_the_profile_not_the_url() -> None:
+    profiles = {"jobs": Profile("jobs", AMQP, f"ftp://admin:{SECRET}@mgmt.svc")}
+    with pytest.raises(InvalidMetadata) as error:
+        parse_metadata({"connection": "jobs", "queue": "q"}, profiles)
+    assert error.value.key == "connection"
+    assert str(error.value).startswith(
+        "connection: the URL of connection profile 'jobs': managementUrl: scheme 'ftp'"
+    )
+    assert SECRET not in str(error.value)
