@@ -33,9 +33,9 @@ from scaler.errors import InvalidMetadata, InvalidProfile, PermissionDenied
 
 #: the keys of a profile given as a mapping
 PROFILE_KEYS = ("url", "managementUrl", "namespaces")
-#: a value that starts as a mapping does: ``{`` (JSON, or YAML's flow style), or ``key:`` and a
-#: blank (a URL's ``scheme:`` is followed by ``//``)
-_MAPPING = re.compile(r"\A\s*(\{|[A-Za-z][A-Za-z0-9_-]*:(\s|\Z))")
+#: a value that starts as a mapping does: ``{`` (JSON, or YAML's flow style), a YAML comment or
+#: document start, or ``key:`` and a blank (a URL's ``scheme:`` is followed by ``//``)
+_MAPPING = re.compile(r"\A\s*(\{|#|---|[A-Za-z][A-Za-z0-9_-]*:(\s|\Z))")
 #: a namespace name (a DNS label) or a glob over them
 _NAMESPACE = re.compile(r"\A[a-z0-9*?\[\]!-]{1,63}\Z")
 HOW_PROFILES_ARE_SET = (

@@ -42,8 +42,10 @@ def test_a_bare_url_is_a_profile_for_every_namespace() -> None:
         f'{{"url": "{AMQP}", "managementUrl": "http://rabbitmq.team-b.svc:15672", '
         '"namespaces": ["team-b", "ci-*"]}',
         f"url: {AMQP}\nmanagementUrl: http://rabbitmq.team-b.svc:15672\nnamespaces: team-b, ci-*\n",
+        f"# team B's broker\n---\nurl: {AMQP}\nmanagementUrl: http://rabbitmq.team-b.svc:15672\n"
+        "namespaces:\n  - team-b\n  - ci-*\n",
     ],
-    ids=["yaml", "json", "namespaces as one string"],
+    ids=["yaml", "json", "namespaces as one string", "yaml with a comment and a document start"],
 )
 def test_a_mapping_gives_url_management_url_and_namespaces(text: str) -> None:
     profile = parse_profile("jobs", text, "file")
