@@ -49,6 +49,7 @@ DEFAULT_PORTS = {
 _RULE = re.compile(
     r"\A(?P<scheme>[a-z*]+)://(?P<host>\[[^\]]+\]|[^:\[\]]+)(?::(?P<port>\*|[0-9]+))?\Z"
 )
+_HOST_NAME = re.compile(r"[a-z0-9_.-]+")
 _NETWORK = ipaddress.IPv4Network | ipaddress.IPv6Network
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -105,7 +106,13 @@ class UrlRule:
         if self.network is not None:
             address = _ip(host)
             return address is not None and address in self.network
-        return self.host is not None and fnmatch.fnmatchcase(host, self.host)
+        # a glob matches host names only: nothing a client could read another way
+        # (percent-escapes, which redis-py decodes; blanks; NULs)
+        return (
+            self.host is not None
+            and _HOST_NAME.fullmatch(host) is not None
+            and fnmatch.fnmatchcase(host, self.host)
+        )
 
 
 def _ip(host: str) -> IpAddress | None:

@@ -249,6 +249,7 @@ POLICY = UrlPolicy.of(
         ({"url": "redis://orders.redis.svc:6380/0"}, False),
         ({"url": "rediss://orders.redis.svc:6379/0"}, False),  # another scheme
         ({"url": "redis://redis.svc.attacker.example:6379/0"}, False),
+        ({"url": "redis://attacker.example%2F.redis.svc:6379/0"}, False),  # redis-py decodes %2F
         ({"url": "redis://10.1.2.3:6379/0"}, False),
         ({"url": "redis://[fd00::5]:6379/0"}, True),
         ({"url": "amqp://g:g@10.1.2.3:5673/", "broker": "rabbitmq"}, True),
