@@ -106,8 +106,8 @@ def _tenant_options(*, open_urls_note: str) -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_MAX_HISTORY_SAMPLES,
         metavar="N",
-        help="the most samples a trigger's rateWindow may hold, rateWindow / sampleInterval "
-        f"(default {DEFAULT_MAX_HISTORY_SAMPLES}; 0: no ceiling)",
+        help="the most samples a trigger's rateWindow may hold, rateWindow / sampleInterval, "
+        f"and a queue's history keeps (default {DEFAULT_MAX_HISTORY_SAMPLES}: an hour at 1s)",
     )
     return options
 
@@ -119,7 +119,7 @@ def _access(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[
         bounds = Bounds(
             args.min_sample_interval,
             args.max_rate_window or None,
-            args.max_history_samples or None,
+            args.max_history_samples,
         )
     except ValueError as error:
         parser.error(str(error))
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             urls=urls,
             min_sample_interval=bounds.min_sample_interval,
             max_rate_window=bounds.max_rate_window,
-            max_history_samples=bounds.max_history_samples,
+            max_history_samples=args.max_history_samples,
         )
         try:
             asyncio.run(serve(config))

@@ -48,10 +48,11 @@ class ServerConfig:
     #: where triggers' own URLs may point (serve --allow-url, --profiles-only); default anywhere
     urls: UrlPolicy = OPEN_URLS
     #: the operator's bounds on a trigger (serve --min-sample-interval, --max-rate-window,
-    #: --max-history-samples); None: no ceiling
+    #: --max-history-samples); a rate window of None: no ceiling. The history bound is also
+    #: the most snapshots a sampler keeps (SamplerRegistry's max_history)
     min_sample_interval: float = DEFAULT_MIN_SAMPLE_INTERVAL
     max_rate_window: float | None = DEFAULT_MAX_RATE_WINDOW
-    max_history_samples: int | None = DEFAULT_MAX_HISTORY_SAMPLES
+    max_history_samples: int = DEFAULT_MAX_HISTORY_SAMPLES
     idle_after: float = IDLE_AFTER
     first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT
     #: None: plain text; else TLS (mutual TLS with a client CA), reloaded when the files change
