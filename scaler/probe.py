@@ -29,11 +29,13 @@ async def probe(
     urls: UrlPolicy = OPEN_URLS,
     bounds: Bounds = UNBOUNDED,
 ) -> dict[str, Any]:
-    """Sample for ``duration`` seconds; return the report as a JSON-ready dict. Run by the
-    operator: any URL, and any profile (``namespace`` None), unless told otherwise."""
-    spec = parse_metadata(
-        metadata, profiles, require_capacity=False, namespace=namespace, urls=urls, bounds=bounds
-    )
+    """Sample for ``duration`` seconds; return the report as a JSON-ready dict.
+
+    The metadata goes through the server's parser unchanged: what the server refuses, probe
+    refuses, with the same error. Run by the operator: any URL, and any profile (``namespace``
+    None), unless told otherwise.
+    """
+    spec = parse_metadata(metadata, profiles, namespace=namespace, urls=urls, bounds=bounds)
     samplers = SamplerRegistry(open_adapter, Metrics())
     try:
         sampler = samplers.get(spec)

@@ -19,10 +19,12 @@ from scaler.arrival_history import ArrivalHistory
 from scaler.errors import (
     BrokerUnavailable,
     QueueMisconfigured,
+    ResourceExhausted,
     SampleStale,
     ScalerError,
     Unavailable,
 )
+from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.spec import QueueSource, TriggerSpec
 
@@ -193,12 +195,20 @@ class SamplerRegistry:
     """Starts one sampler per distinct queue source and forgets it when it stops."""
 
     def __init__(
-        self, open_adapter: AdapterFactory, metrics: Metrics, *, idle_after: float = IDLE_AFTER
+        self,
+        open_adapter: AdapterFactory,
+        metrics: Metrics,
+        *,
+        idle_after: float = IDLE_AFTER,
+        limits: Limits | None = None,
     ) -> None:
         self._open_adapter = open_adapter
         self._metrics = metrics
         self._idle_after = idle_after
+        self._limits = limits or Limits()
         self._samplers: dict[QueueSource, Sampler] = {}
+        #: samplers per broker URL
+        self._per_broker: collections.Counter[str] = collections.Counter()
 
     def __len__(self) -> int:
         return len(self._samplers)
@@ -207,6 +217,7 @@ class SamplerRegistry:
         """The sampler of ``spec``'s queue, started if needed, noted as asked."""
         sampler = self._samplers.get(spec.source)
         if sampler is None:
+            self._check_room(spec.source)
             sampler = Sampler(
                 spec.source,
                 self._open_adapter(spec.source),
@@ -216,14 +227,34 @@ class SamplerRegistry:
                 idle_after=self._idle_after,
             )
             self._samplers[spec.source] = sampler
+            self._per_broker[spec.source.url] += 1
             sampler.start(self._forget)
             log.info("started sampling %s every %gs", spec.source.describe(), spec.sample_interval)
         sampler.ask(spec)
         return sampler
 
+    def _check_room(self, source: QueueSource) -> None:
+        """Refuse a new queue past the server's limits; the queues sampled already go on."""
+        if len(self._samplers) >= self._limits.max_queues:
+            raise ResourceExhausted(
+                f"this scaler samples {len(self._samplers)} queues, its limit (--max-queues); "
+                f"{source.describe()} is not sampled until one stops (10 minutes after KEDA last "
+                "asks about it) or the operator raises the limit"
+            )
+        on_broker = self._per_broker[source.url]
+        if on_broker >= self._limits.max_queues_per_broker:
+            raise ResourceExhausted(
+                f"this scaler samples {on_broker} queues on the broker of {source.describe()}, "
+                "its limit per broker (--max-queues-per-broker); the queue is not sampled until "
+                "one of them stops or the operator raises the limit"
+            )
+
     def _forget(self, sampler: Sampler) -> None:
         if self._samplers.get(sampler.source) is sampler:
             del self._samplers[sampler.source]
+            self._per_broker[sampler.source.url] -= 1
+            if not self._per_broker[sampler.source.url]:
+                del self._per_broker[sampler.source.url]
 
     async def aclose(self) -> None:
         await asyncio.gather(*(s.aclose() for s in list(self._samplers.values())))

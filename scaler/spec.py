@@ -152,7 +152,6 @@ def parse_metadata(
     metadata: Mapping[str, str],
     profiles: Mapping[str, Profile | str] | None = None,
     *,
-    require_capacity: bool = True,
     namespace: str | None = None,
     urls: UrlPolicy = OPEN_URLS,
     bounds: Bounds = UNBOUNDED,
@@ -163,8 +162,9 @@ def parse_metadata(
     ``profiles`` are the scaler's connection profiles (a bare URL stands for a profile usable
     from every namespace); ``namespace`` the ScaledObject's, checked against a profile's
     ``namespaces`` (None: not checked). ``urls`` says where a trigger's own URL may point, and
-    ``bounds`` what it may ask of the samplers. ``require_capacity=False`` lets ``probe`` show a
-    queue before its capacity keys are set.
+    ``bounds`` what it may ask of the samplers. The server, ``probe``, ``check`` and the
+    simulator all parse with this, so they accept and refuse the same triggers with the same
+    messages.
     """
     values = _resolve_keys(metadata)
     reader = _Reader(values)
@@ -188,7 +188,7 @@ def parse_metadata(
         rate_window=reader.duration("rateWindow", DEFAULT_RATE_WINDOW, positive=True),
         sample_interval=_parse_sample_interval(reader, bounds),
     )
-    _check_consistency(spec, values, require_capacity=require_capacity)
+    _check_consistency(spec, values)
     bounds.check_rate_window(
         values.get("rateWindow", "60s (the default)"), spec.rate_window, spec.sample_interval
     )
@@ -562,9 +562,7 @@ def _parse_dependencies(text: str | None) -> tuple[Dependency, ...]:
     return tuple(deps)
 
 
-def _check_consistency(
-    spec: TriggerSpec, values: Mapping[str, str], *, require_capacity: bool
-) -> None:
+def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
     info = FORMATS[spec.source.format]
     ceiling, limiter = spec.ceiling
     if spec.max_workers is not None and spec.min_workers > spec.max_workers:
@@ -590,8 +588,7 @@ def _check_consistency(
             "directly), or drop maxWorkers/dependencies and set the ScaledObject's maxReplicaCount",
         )
     if (
-        require_capacity
-        and spec.metric is Metric.WORKERS
+        spec.metric is Metric.WORKERS
         and spec.worker_throughput is None
         and not info.reports_consumers
     ):

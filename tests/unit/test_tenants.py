@@ -429,7 +429,10 @@ def test_probe_checks_a_namespace_only_when_given_one(
     args = ["probe", "--connections-dir", str(tmp_path), "--namespace", "tenant-a"]
     assert main([*args, "connection=team-b-redis", "queue=q", "format=rq"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("probe: connection: connection profile 'team-b-redis' may not be used")
+    assert err.startswith(
+        "probe: PERMISSION_DENIED: not allowed by the scaler's operator: connection: connection "
+        "profile 'team-b-redis' may not be used from namespace 'tenant-a'"
+    )
     assert SECRET not in err
 
 
