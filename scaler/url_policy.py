@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
+from brokers.redis_url import misplaced_at
 from scaler.errors import InvalidMetadata, PermissionDenied
 
 #: query options that name a file on the scaler's filesystem (redis-py's, then RabbitMQ's)
@@ -163,10 +164,12 @@ class UrlPolicy:
         port = parts.port or DEFAULT_PORTS.get(scheme, 0)
         if any(rule.matches(scheme, host, port) for rule in self.rules):
             return
-        shown = f"[{host}]" if ":" in host else host
+        shown = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+        if misplaced_at(url):  # the "host" and "port" may be parts of the password
+            shown = "the URL (not shown: it has an '@' after its host)"
         raise PermissionDenied(
             key,
-            f"{scheme}://{shown}:{port} is not allowed by the scaler's --allow-url rules "
+            f"{shown} is not allowed by the scaler's --allow-url rules "
             f"({', '.join(rule.text for rule in self.rules)}); point the trigger at an allowed "
             "host, or name a connection profile (connection)",
         )

@@ -281,6 +281,16 @@ def test_a_refused_url_names_its_target_never_its_password() -> None:
     assert SECRET not in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "url", ["amqp://:4711/pw@10.1.2.3/", "amqp://:4711#pw@10.1.2.3/", "redis://:4711/pw@10.1.2.3/0"]
+)
+def test_a_password_with_an_unencoded_slash_is_never_shown(url: str) -> None:
+    # the '/' ends the host early: ':4711' reads as the port, and is part of the password
+    with pytest.raises((InvalidMetadata, PermissionDenied)) as error:
+        parse_metadata({"url": url, "queue": "q", "workerThroughput": "1"}, urls=POLICY)
+    assert "4711" not in str(error.value)
+
+
 def test_profiles_are_the_operators_and_not_checked_against_the_rules() -> None:
     assert parse_metadata({"connection": "shared", **RQ}, PROFILES, urls=POLICY)
 
