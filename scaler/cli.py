@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from scaler import check, limits, logs
+from scaler import __version__, check, limits, logs
 from scaler.bounds import (
     DEFAULT_MAX_HISTORY_SAMPLES,
     DEFAULT_MAX_RATE_WINDOW,
@@ -144,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_common_options(defaults=True)],
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = _common_options(defaults=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
