@@ -35,8 +35,11 @@ from typing import Any
 import yaml
 
 from brokers.formats import FORMATS
-from scaler.errors import InvalidMetadata
+from scaler.bounds import SERVE_BOUNDS, Bounds
+from scaler.errors import InvalidMetadata, PermissionDenied
+from scaler.profiles import Profile
 from scaler.spec import FROM_ENV, VALUE_KEYS, Metric, parse_metadata
+from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 KINDS = ("ScaledObject", "ScaledJob")
 TRIGGER_TYPES = ("external", "external-push")
@@ -87,12 +90,21 @@ class Report:
         return sum(f.severity is Severity.PROBLEM for f in self.findings)
 
 
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What the scaler allows a trigger, as ``serve``'s flags set it."""
+
+    urls: UrlPolicy = OPEN_URLS
+    bounds: Bounds = SERVE_BOUNDS
+
+
 def check_documents(
     documents: Iterable[object],
     file: str,
-    profiles: Mapping[str, str],
+    profiles: Mapping[str, Profile | str],
     profile_names: Iterable[str] = (),
     scaler_addresses: Sequence[str] = (),
+    rules: Rules = Rules(),
 ) -> Report:
     """Findings for the KEDA resources among ``documents`` (parsed YAML, in file order)."""
     findings: list[Finding] = []
@@ -102,7 +114,8 @@ def check_documents(
             kind = resource.get("kind")
             if kind not in KINDS or not str(resource.get("apiVersion", "")).startswith("keda.sh/"):
                 continue
-            where = _Where(file, index, _describe(resource))
+            namespace = (resource.get("metadata") or {}).get("namespace")
+            where = _Where(file, index, _describe(resource), namespace, rules)
             triggers = (resource.get("spec") or {}).get("triggers")
             if not isinstance(triggers, list):
                 findings.append(where.problem("spec.triggers", "missing; a list of triggers"))
@@ -119,9 +132,10 @@ def check_documents(
 
 def check_files(
     files: Iterable[Path],
-    profiles: Mapping[str, str],
+    profiles: Mapping[str, Profile | str],
     profile_names: Iterable[str] = (),
     scaler_addresses: Sequence[str] = (),
+    rules: Rules = Rules(),
 ) -> Report:
     findings: list[Finding] = []
     checked = 0
@@ -136,7 +150,7 @@ def check_files(
         except yaml.YAMLError as error:
             findings.append(Finding(name, None, "", "", f"not valid YAML: {error}"))
             continue
-        report = check_documents(documents, name, profiles, profile_names, scaler_addresses)
+        report = check_documents(documents, name, profiles, profile_names, scaler_addresses, rules)
         findings += report.findings
         checked += report.triggers_checked
     return Report(tuple(findings), checked)
@@ -144,12 +158,15 @@ def check_files(
 
 def main(
     files: Sequence[Path],
-    profiles: Mapping[str, str],
+    profiles: Mapping[str, Profile | str],
     profile_names: Sequence[str],
     scaler_addresses: Sequence[str],
+    *,
+    urls: UrlPolicy = OPEN_URLS,
+    bounds: Bounds = SERVE_BOUNDS,
 ) -> int:
     """The ``check`` command: findings on stdout, one a line, then a summary; exit 1 on a problem."""
-    report = check_files(files, profiles, profile_names, scaler_addresses)
+    report = check_files(files, profiles, profile_names, scaler_addresses, Rules(urls, bounds))
     for finding in report.findings:
         print(finding)
     warnings = len(report.findings) - report.problems
@@ -173,6 +190,9 @@ class _Where:
     file: str
     document: int
     resource: str
+    #: the resource's namespace, where the manifest gives it (else profiles' are not checked)
+    namespace: str | None
+    rules: Rules
 
     def problem(self, path: str, message: str) -> Finding:
         return Finding(self.file, self.document, self.resource, path, message)
@@ -222,7 +242,7 @@ def _check_trigger(
     fallback: bool,
     position: int,
     trigger: Mapping[str, Any],
-    profiles: Mapping[str, str],
+    profiles: Mapping[str, Profile | str],
     profile_names: Iterable[str],
 ) -> list[Finding]:
     at = f"spec.triggers[{position}]"
@@ -333,13 +353,13 @@ def _parse(
     where: _Where,
     at: str,
     metadata: Mapping[str, str],
-    profiles: Mapping[str, str],
+    profiles: Mapping[str, Profile | str],
     profile_names: Iterable[str],
 ) -> list[Finding]:
     """The scaler's parser over the metadata, with what only run time knows stood in for."""
     findings: list[Finding] = []
     placeholder = PLACEHOLDER_URLS.get(_broker_of(metadata), PLACEHOLDER_URLS["redis"])
-    known = {**dict.fromkeys(profile_names, placeholder), **profiles}
+    known: dict[str, Profile | str] = {**dict.fromkeys(profile_names, placeholder), **profiles}
     values = dict(metadata)
     from_env = {key.removesuffix(FROM_ENV) for key in values if key.endswith(FROM_ENV)}
     for key in sorted(from_env):
@@ -374,12 +394,17 @@ def _parse(
                     f"--profile {probe} or --connections-dir to check it",
                 )
             )
+    rules = where.rules
     try:
-        parse_metadata(values, known)
-    except InvalidMetadata as error:
+        parse_metadata(
+            values, known, namespace=where.namespace, urls=rules.urls, bounds=rules.bounds
+        )
+    except (InvalidMetadata, PermissionDenied) as error:
         message = str(error).removeprefix(f"{error.key}: ")
         path = f"{at}.metadata.{_source_key(error.key, metadata)}"
-        if error.key in from_env:
+        # under --profiles-only, any url is refused, whatever value the environment gives
+        refused_whatever = isinstance(error, PermissionDenied) and rules.urls.profiles_only
+        if error.key in from_env and not refused_whatever:
             findings.append(
                 where.warning(
                     path,

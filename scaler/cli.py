@@ -13,13 +13,22 @@ import sys
 from pathlib import Path
 
 from scaler import __version__, check, limits, logs
+from scaler.bounds import (
+    DEFAULT_MAX_HISTORY_SAMPLES,
+    DEFAULT_MAX_RATE_WINDOW,
+    DEFAULT_MIN_SAMPLE_INTERVAL,
+    MIN_SAMPLE_INTERVAL,
+    Bounds,
+)
 from scaler.connections import load_profiles
+from scaler.durations import parse_duration
 from scaler.errors import CannotListen, ScalerError
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
 from scaler.service import status_of
 from scaler.simulate import command as simulate_command
 from scaler.tls import TlsFiles
+from scaler.url_policy import UrlPolicy
 
 #: what ``queue-age-scaler --help`` says first (plain text: argparse shows it as it is)
 DESCRIPTION = """\
@@ -52,10 +61,79 @@ def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
     options.add_argument(
         "--connections-dir",
         type=Path,
-        help="a folder with one file per connection profile (its URL)",
+        help="a folder with one file per connection profile (its URL, or a mapping of url, "
+        "managementUrl and namespaces)",
         default=default(None),
     )
     return options
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _tenant_options(*, open_urls_note: str) -> argparse.ArgumentParser:
+    """What a trigger may make the scaler do: where its own URL may point, and its bounds."""
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group(
+        "tenants", "what a ScaledObject author may make the scaler do (docs/operating.md, Tenants)"
+    )
+    group.add_argument(
+        "--allow-url",
+        action="append",
+        default=[],
+        metavar="SCHEME://HOST[:PORT]",
+        help="where a trigger's own url (and RabbitMQ management API) may point; repeat. HOST is "
+        "a host glob (*.redis.svc), an IP or a CIDR (10.0.0.0/8); no PORT: any. " + open_urls_note,
+    )
+    group.add_argument(
+        "--profiles-only",
+        action="store_true",
+        help="triggers may only name connection profiles: url, urlFromEnv and managementUrl "
+        "are refused",
+    )
+    group.add_argument(
+        "--min-sample-interval",
+        type=_duration,
+        default=DEFAULT_MIN_SAMPLE_INTERVAL,
+        metavar="DURATION",
+        help=f"the shortest sampleInterval a trigger may ask (default {DEFAULT_MIN_SAMPLE_INTERVAL:g}s, "
+        f"at least {MIN_SAMPLE_INTERVAL * 1000:g}ms)",
+    )
+    group.add_argument(
+        "--max-rate-window",
+        type=_duration,
+        default=DEFAULT_MAX_RATE_WINDOW,
+        metavar="DURATION",
+        help=f"the longest rateWindow a trigger may ask (default {DEFAULT_MAX_RATE_WINDOW:g}s; 0: "
+        "no ceiling)",
+    )
+    group.add_argument(
+        "--max-history-samples",
+        type=int,
+        default=DEFAULT_MAX_HISTORY_SAMPLES,
+        metavar="N",
+        help="the most samples a trigger's rateWindow may hold, rateWindow / sampleInterval, "
+        f"and a queue's history keeps (default {DEFAULT_MAX_HISTORY_SAMPLES}: an hour at 1s)",
+    )
+    return options
+
+
+def _access(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[UrlPolicy, Bounds]:
+    """The ``--allow-url``/``--profiles-only`` policy and the bounds, or exit naming the flag."""
+    try:
+        urls = UrlPolicy.of(args.allow_url, profiles_only=args.profiles_only)
+        bounds = Bounds(
+            args.min_sample_interval,
+            args.max_rate_window or None,
+            args.max_history_samples,
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    return urls, bounds
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,7 +148,16 @@ def _parser() -> argparse.ArgumentParser:
     common = _common_options(defaults=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve_cmd = commands.add_parser("serve", help="run the gRPC server for KEDA", parents=[common])
+    serve_cmd = commands.add_parser(
+        "serve",
+        help="run the gRPC server for KEDA",
+        parents=[
+            common,
+            _tenant_options(
+                open_urls_note="With neither this nor --profiles-only: anywhere, with a warning"
+            ),
+        ],
+    )
     serve_cmd.add_argument("--host", default="[::]", help="address to bind (default all)")
     serve_cmd.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="gRPC port (default 6000)"
@@ -120,7 +207,16 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     probe_cmd = commands.add_parser(
-        "probe", help="sample one queue and show its signals and decision", parents=[common]
+        "probe",
+        help="sample one queue and show its signals and decision",
+        parents=[
+            common,
+            _tenant_options(open_urls_note="Default: anywhere (probe runs as the operator)"),
+        ],
+    )
+    probe_cmd.add_argument(
+        "--namespace",
+        help="check that a ScaledObject in this namespace may use the profile (default: not checked)",
     )
     probe_cmd.add_argument(
         "--duration", type=float, default=5.0, help="seconds to sample (default 5)"
@@ -134,7 +230,7 @@ def _parser() -> argparse.ArgumentParser:
         "point at this scaler",
         description=check.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        parents=[common],
+        parents=[common, _tenant_options(open_urls_note="Give serve's flags to check as it would")],
     )
     check_cmd.add_argument(
         "files", nargs="+", type=Path, metavar="FILE", help="YAML manifests; - reads stdin"
@@ -207,9 +303,16 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.log_level, args.log_format)
     if args.command == "simulate":
         return simulate_command.run(args)
-    profiles = load_profiles(directory=args.connections_dir)
+    try:
+        profiles = load_profiles(directory=args.connections_dir)
+    except (ScalerError, OSError) as error:
+        print(f"{args.command}: {error}", file=sys.stderr)
+        return 2
+    urls, bounds = _access(parser, args)
     if args.command == "check":
-        return check.main(args.files, profiles, args.profile, args.scaler_address)
+        return check.main(
+            args.files, profiles, args.profile, args.scaler_address, urls=urls, bounds=bounds
+        )
     if args.command == "serve":
         config = ServerConfig(
             host=args.host,
@@ -220,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
             tls=_tls_files(parser, args),
             health_port=args.health_port,
             limits=_limits(args),
+            urls=urls,
+            min_sample_interval=bounds.min_sample_interval,
+            max_rate_window=bounds.max_rate_window,
+            max_history_samples=args.max_history_samples,
         )
         try:
             asyncio.run(serve(config))
@@ -233,7 +340,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     try:
-        result = asyncio.run(probe(_metadata(args.metadata), profiles, args.duration))
+        result = asyncio.run(
+            probe(
+                _metadata(args.metadata),
+                profiles,
+                args.duration,
+                namespace=args.namespace,
+                urls=urls,
+                bounds=bounds,
+            )
+        )
     except ScalerError as error:
         code, message = status_of(error)  # what the server would answer KEDA
         print(f"probe: {code.name}: {message}", file=sys.stderr)

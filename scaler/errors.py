@@ -2,9 +2,12 @@
 
     ScalerError
     ├── InvalidMetadata      bad trigger metadata          -> INVALID_ARGUMENT
+    ├── PermissionDenied     metadata the operator does not allow (a profile of another
+    │                        namespace, a URL outside --allow-url)  -> PERMISSION_DENIED
     ├── QueueMisconfigured   the queue is not what the format expects -> FAILED_PRECONDITION
     ├── ResourceExhausted    a server limit is reached (queues, streams) -> RESOURCE_EXHAUSTED
     ├── InvalidTlsFiles      the server's TLS files cannot be served (at start: exit)
+    ├── InvalidProfile       a connection profile cannot be read (at start: exit)
     ├── CannotListen         a port of the server cannot be bound (at start: exit)
     └── Unavailable          no fresh figures to answer from -> UNAVAILABLE
         ├── BrokerUnavailable   the broker did not answer
@@ -28,6 +31,16 @@ class InvalidMetadata(ScalerError):
         self.key = key
 
 
+class PermissionDenied(ScalerError):
+    """Valid metadata that the scaler's operator does not allow this trigger: a connection
+    profile scoped to other namespaces, a URL outside the ``--allow-url`` rules, or any URL
+    under ``--profiles-only``. The message names the key and the rule, never a URL or password."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
 class QueueMisconfigured(ScalerError):
     """The queue exists but is not laid out as its format expects (a key of the wrong type)."""
 
@@ -38,6 +51,11 @@ class ResourceExhausted(ScalerError):
 
 class InvalidTlsFiles(ScalerError):
     """The certificate, key or client CA given to ``serve`` cannot be read or do not match."""
+
+
+class InvalidProfile(ScalerError):
+    """A connection profile in the scaler's configuration cannot be read; names the profile and
+    where it came from, never its URL."""
 
 
 class CannotListen(ScalerError):

@@ -10,24 +10,34 @@ from collections.abc import Mapping
 from typing import Any
 
 from brokers.registry import open_adapter
+from scaler.bounds import UNBOUNDED, Bounds
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.registry import PROBE_TIMEOUT, ProbeRegistry
 from scaler.metrics import Metrics
 from scaler.policy import Decision, PolicyState, decide
+from scaler.profiles import Profile
 from scaler.sampler import SamplerRegistry
 from scaler.signals import Figure, QueueSignals, compute_signals
 from scaler.spec import TriggerSpec, parse_metadata
+from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 
 async def probe(
-    metadata: Mapping[str, str], profiles: Mapping[str, str], duration: float
+    metadata: Mapping[str, str],
+    profiles: Mapping[str, Profile | str],
+    duration: float,
+    *,
+    namespace: str | None = None,
+    urls: UrlPolicy = OPEN_URLS,
+    bounds: Bounds = UNBOUNDED,
 ) -> dict[str, Any]:
     """Sample for ``duration`` seconds; return the report as a JSON-ready dict.
 
     The metadata goes through the server's parser unchanged: what the server refuses, probe
-    refuses, with the same error.
+    refuses, with the same error. Run by the operator: any URL, and any profile (``namespace``
+    None), unless told otherwise.
     """
-    spec = parse_metadata(metadata, profiles)
+    spec = parse_metadata(metadata, profiles, namespace=namespace, urls=urls, bounds=bounds)
     metrics = Metrics()
     samplers = SamplerRegistry(open_adapter, metrics)
     probes = ProbeRegistry(metrics)

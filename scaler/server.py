@@ -16,15 +16,23 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from brokers.registry import open_adapter
+from scaler.bounds import (
+    DEFAULT_MAX_HISTORY_SAMPLES,
+    DEFAULT_MAX_RATE_WINDOW,
+    DEFAULT_MIN_SAMPLE_INTERVAL,
+    Bounds,
+)
 from scaler.ceilings.registry import REFRESH_INTERVAL, ProbeRegistry
 from scaler.errors import CannotListen
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.metrics import Metrics
+from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, AdapterFactory, SamplerRegistry
 from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
 from scaler.tls import TlsFiles, server_credentials
+from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +52,15 @@ class ServerConfig:
     #: None: no metrics endpoint
     metrics_port: int | None = DEFAULT_METRICS_PORT
     grace: float = DEFAULT_GRACE
-    profiles: Mapping[str, str] = field(default_factory=dict)
+    profiles: Mapping[str, Profile | str] = field(default_factory=dict)
+    #: where triggers' own URLs may point (serve --allow-url, --profiles-only); default anywhere
+    urls: UrlPolicy = OPEN_URLS
+    #: the operator's bounds on a trigger (serve --min-sample-interval, --max-rate-window,
+    #: --max-history-samples); a rate window of None: no ceiling. The history bound is also
+    #: the most snapshots a sampler keeps (SamplerRegistry's max_history)
+    min_sample_interval: float = DEFAULT_MIN_SAMPLE_INTERVAL
+    max_rate_window: float | None = DEFAULT_MAX_RATE_WINDOW
+    max_history_samples: int = DEFAULT_MAX_HISTORY_SAMPLES
     idle_after: float = IDLE_AFTER
     first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT
     #: None: plain text; else TLS (mutual TLS with a client CA), reloaded when the files change
@@ -72,6 +88,8 @@ async def running_server(
     config: ServerConfig, open_adapter_: AdapterFactory = open_adapter
 ) -> AsyncIterator[RunningServer]:
     """Serve until the block exits, then shut down gracefully within ``config.grace``."""
+    bounds = Bounds(config.min_sample_interval, config.max_rate_window, config.max_history_samples)
+    profiles = as_profiles(config.profiles)
     metrics = Metrics(max_trigger_series=config.limits.max_trigger_series)
     samplers = SamplerRegistry(
         open_adapter_, metrics, idle_after=config.idle_after, limits=config.limits
@@ -80,11 +98,13 @@ async def running_server(
     service = ExternalScalerService(
         samplers,
         metrics,
-        config.profiles,
+        profiles,
         first_sample_timeout=config.first_sample_timeout,
         idle_after=config.idle_after,
         limits=config.limits,
         probes=probes,
+        urls=config.urls,
+        bounds=bounds,
     )
     health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]
     server = grpc.aio.server(options=GRPC_OPTIONS)
@@ -117,6 +137,7 @@ async def running_server(
     for name in ("", SCALER_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("%s", _listening(config.tls, port, metrics_port, health_port))
+    _warn_about_open_access(config.urls, profiles)
     try:
         yield RunningServer(port, metrics_port, service, metrics, samplers, health_port)
     finally:
@@ -132,6 +153,23 @@ async def running_server(
             http_server.shutdown()
             http_server.server_close()
         log.info("stopped")
+
+
+def _warn_about_open_access(urls: UrlPolicy, profiles: Mapping[str, Profile]) -> None:
+    """One warning for each way a ScaledObject author can reach more than a namespace should."""
+    if urls.open:
+        log.warning(
+            "triggers may make the scaler connect to any host and port it can reach with their "
+            "own url: restrict them with --allow-url, or --profiles-only (docs/operating.md, "
+            "Tenants)"
+        )
+    unscoped = sorted(name for name, profile in profiles.items() if profile.namespaces is None)
+    if unscoped:
+        log.warning(
+            "connection profile(s) %s have no namespaces: ScaledObjects in every namespace may "
+            "use them; list the namespaces in each profile (docs/operating.md, Tenants)",
+            ", ".join(unscoped),
+        )
 
 
 def _listening(

@@ -17,10 +17,12 @@ from typing import TypeVar
 import grpc
 
 from scaler import logs
+from scaler.bounds import UNBOUNDED, Bounds
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.registry import ProbeRegistry
 from scaler.errors import (
     InvalidMetadata,
+    PermissionDenied,
     QueueMisconfigured,
     ResourceExhausted,
     ScalerError,
@@ -31,9 +33,11 @@ from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.policy import Decision, PolicyState, decide
+from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
 from scaler.spec import TriggerSpec, parse_metadata
+from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +45,7 @@ log = logging.getLogger(__name__)
 FIRST_SAMPLE_TIMEOUT = 1.0
 #: while active, StreamIsActive repeats ``true`` this often
 STREAM_REPEAT = 1.0
-#: distinct metadata sets whose parsed spec is kept
+#: distinct (namespace, metadata) pairs whose parsed spec is kept
 SPEC_CACHE_SIZE = 4096
 
 Request = TypeVar("Request")
@@ -52,6 +56,8 @@ def status_of(error: Exception) -> tuple[grpc.StatusCode, str]:
     """The gRPC status for an error: the one place this mapping is made."""
     if isinstance(error, InvalidMetadata):
         return grpc.StatusCode.INVALID_ARGUMENT, f"invalid trigger metadata: {error}"
+    if isinstance(error, PermissionDenied):
+        return grpc.StatusCode.PERMISSION_DENIED, f"not allowed by the scaler's operator: {error}"
     if isinstance(error, QueueMisconfigured):
         return grpc.StatusCode.FAILED_PRECONDITION, str(error)
     if isinstance(error, ResourceExhausted):
@@ -179,12 +185,14 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self,
         samplers: SamplerRegistry,
         metrics: Metrics,
-        profiles: Mapping[str, str],
+        profiles: Mapping[str, Profile | str],
         *,
         first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT,
         idle_after: float = IDLE_AFTER,
         limits: Limits | None = None,
         probes: ProbeRegistry | None = None,
+        urls: UrlPolicy = OPEN_URLS,
+        bounds: Bounds = UNBOUNDED,
     ) -> None:
         self._samplers = samplers
         #: the dependency probes (none: every probed dependency falls back)
@@ -193,7 +201,9 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         #: StreamIsActive streams open now
         self._streams = 0
         self._metrics = metrics
-        self._profiles = dict(profiles)
+        self._profiles = as_profiles(profiles)
+        self._urls = urls
+        self._bounds = bounds
         self._first_sample_timeout = first_sample_timeout
         #: triggers not asked about for this long are forgotten, with their metrics (a deleted
         #: ScaledObject, or a spec replaced by edited metadata)
@@ -312,10 +322,13 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
 
     def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
         self._limits.check_metadata(ref.scalerMetadata)  # before the cache keeps a large map
-        return self._parse(frozenset(ref.scalerMetadata.items()))
+        # by namespace too: whether a profile may be used depends on it
+        return self._parse(ref.namespace, frozenset(ref.scalerMetadata.items()))
 
-    def _parse_uncached(self, items: frozenset[tuple[str, str]]) -> TriggerSpec:
-        return parse_metadata(dict(items), self._profiles)
+    def _parse_uncached(self, namespace: str, items: frozenset[tuple[str, str]]) -> TriggerSpec:
+        return parse_metadata(
+            dict(items), self._profiles, namespace=namespace, urls=self._urls, bounds=self._bounds
+        )
 
     async def evaluate(
         self, ref: pb.ScaledObjectRef, spec: TriggerSpec

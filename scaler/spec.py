@@ -20,10 +20,12 @@ from brokers.formats import DEFAULT_FORMAT, FORMATS, End
 from brokers.kombu_layout import PRIORITY_STEPS, SEP
 from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
 from brokers.redis_url import PERCENT_ENCODE, check_redis_url, misplaced_at
+from scaler.bounds import UNBOUNDED, Bounds
 from scaler.ceilings.kinds import probe_kind
-from scaler.connections import profile_key
 from scaler.durations import parse_duration
-from scaler.errors import InvalidMetadata
+from scaler.errors import InvalidMetadata, PermissionDenied
+from scaler.profiles import Profile, as_profiles, find_profile
+from scaler.url_policy import OPEN_URLS, UrlPolicy, refuse_local_resources
 
 #: keys KEDA itself sets on every external trigger; accepted and ignored
 KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl"})
@@ -33,7 +35,6 @@ FROM_ENV = "FromEnv"
 DEFAULT_TARGET_AGE = 60.0
 DEFAULT_RATE_WINDOW = 60.0
 DEFAULT_SAMPLE_INTERVAL = 1.0
-MIN_SAMPLE_INTERVAL = 0.1
 TIMESTAMP_UNITS = ("auto", "s", "ms", "iso")
 SCHEMES = {
     "redis": "redis",
@@ -175,17 +176,27 @@ class TriggerSpec:
 
 
 def parse_metadata(
-    metadata: Mapping[str, str], profiles: Mapping[str, str] | None = None
+    metadata: Mapping[str, str],
+    profiles: Mapping[str, Profile | str] | None = None,
+    *,
+    namespace: str | None = None,
+    urls: UrlPolicy = OPEN_URLS,
+    bounds: Bounds = UNBOUNDED,
 ) -> TriggerSpec:
-    """Parse KEDA's ``scalerMetadata`` into a spec, or raise :class:`InvalidMetadata`.
+    """Parse KEDA's ``scalerMetadata`` into a spec, or raise :class:`InvalidMetadata` (or
+    :class:`~scaler.errors.PermissionDenied`, for what the operator does not allow).
 
-    ``profiles`` maps connection profile names to URLs (the scaler's own configuration). The
-    server, ``probe``, ``check`` and the simulator all parse with this, so they accept and refuse
-    the same triggers with the same messages.
+    ``profiles`` are the scaler's connection profiles (a bare URL stands for a profile usable
+    from every namespace); ``namespace`` the ScaledObject's, checked against a profile's
+    ``namespaces`` (None: not checked). ``urls`` says where a trigger's own URL may point, and
+    ``bounds`` what it may ask of the samplers. The server, ``probe``, ``check`` and the
+    simulator all parse with this, so they accept and refuse the same triggers with the same
+    messages.
     """
     values = _resolve_keys(metadata)
     reader = _Reader(values)
-    source = _parse_source(reader, profiles or {})
+    known = as_profiles(profiles or {})
+    source = _parse_source(reader, known, namespace, urls)
 
     metric = reader.choice("metric", [m.value for m in Metric], Metric.WORKERS.value)
     target_age = reader.duration("targetAge", DEFAULT_TARGET_AGE, positive=True)
@@ -199,24 +210,22 @@ def parse_metadata(
         worker_concurrency=concurrency,
         min_workers=reader.integer("minWorkers", 0, minimum=0) or 0,
         max_workers=reader.integer("maxWorkers", None, minimum=1),
-        dependencies=_parse_dependencies(reader.get("dependencies"), profiles or {}),
+        dependencies=_parse_dependencies(reader.get("dependencies"), known, namespace),
         activation_age=reader.duration("activationAge", 0.0),
         activation_depth=reader.integer("activationDepth", 0, minimum=0) or 0,
         rate_window=reader.duration("rateWindow", DEFAULT_RATE_WINDOW, positive=True),
-        sample_interval=_parse_sample_interval(reader),
+        sample_interval=_parse_sample_interval(reader, bounds),
     )
     _check_consistency(spec, values)
+    bounds.check_rate_window(
+        values.get("rateWindow", "60s (the default)"), spec.rate_window, spec.sample_interval
+    )
     return spec
 
 
-def _parse_sample_interval(reader: _Reader) -> float:
+def _parse_sample_interval(reader: _Reader, bounds: Bounds) -> float:
     seconds = reader.duration("sampleInterval", DEFAULT_SAMPLE_INTERVAL)
-    if seconds < MIN_SAMPLE_INTERVAL:
-        raise reader.fail(
-            "sampleInterval",
-            f"a duration of at least {MIN_SAMPLE_INTERVAL * 1000:g}ms: one sampler reads a queue "
-            "for all its triggers, as often as the shortest sampleInterval among them asks",
-        )
+    bounds.check_sample_interval(reader.values.get("sampleInterval", ""), seconds)
     return seconds
 
 
@@ -312,49 +321,23 @@ class _UrlOrigin:
     connection profile (the key is then ``connection``)."""
 
     key: str = "url"
-    profile: str | None = None
+    profile: Profile | None = None
 
     def error(self, message: str) -> InvalidMetadata:
         if self.profile is None:
             return InvalidMetadata(self.key, message)
         return InvalidMetadata(
-            self.key, f"the URL of connection profile {self.profile!r}: {message}"
+            self.key, f"the URL of connection profile {self.profile.name!r}: {message}"
         )
 
 
-def _parse_source(reader: _Reader, profiles: Mapping[str, str]) -> QueueSource:
-    url, origin = _connection_url(reader, profiles)
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parsing the port is what validates it
-    except ValueError as error:
-        detail = PERCENT_ENCODE if misplaced_at(url) else str(error)
-        raise origin.error(
-            f"the URL cannot be parsed ({detail}); expected redis://[:password@]host:port/db"
-        ) from None
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
-        raise origin.error(
-            f"scheme {scheme!r} is not known; expected redis://, rediss:// or unix:// (or amqp://, amqps://)",
-        )
-    broker = reader.get("broker") or SCHEMES[scheme]
-    if broker not in SCHEMES.values():
-        raise reader.fail("broker", "redis or rabbitmq")
-    if SCHEMES[scheme] != broker:
-        raise InvalidMetadata(
-            "broker",
-            f"broker {broker!r} does not match the {scheme}:// URL; drop broker or fix the URL",
-        )
-    if broker not in SUPPORTED_BROKERS:
-        raise InvalidMetadata(
-            "broker",
-            f"{broker} is not supported by this version yet; supported: {', '.join(SUPPORTED_BROKERS)}",
-        )
-    if broker == "redis":
-        try:
-            check_redis_url(url, parts)
-        except ValueError as error:
-            raise origin.error(str(error)) from None
+def _parse_source(
+    reader: _Reader, profiles: Mapping[str, Profile], namespace: str | None, urls: UrlPolicy
+) -> QueueSource:
+    url, origin = _connection_url(reader, profiles, namespace, urls)
+    broker = _broker(reader, url, origin)
+    if origin.profile is None:
+        urls.check("url", url)
 
     queue = reader.get("queue")
     if not queue:
@@ -395,10 +378,49 @@ def _parse_source(reader: _Reader, profiles: Mapping[str, str]) -> QueueSource:
         timestamp_unit=reader.choice("timestampUnit", list(TIMESTAMP_UNITS), "auto"),
         oldest_end=oldest_end,
         consumer_group=group,
-        management_url=_management_url(reader, url, origin) if broker == "rabbitmq" else None,
+        management_url=_management_url(reader, url, origin, urls) if broker == "rabbitmq" else None,
         priority_steps=_parse_priority_steps(reader),
         priority_separator=_parse_priority_separator(reader),
     )
+
+
+def _broker(reader: _Reader, url: str, origin: _UrlOrigin) -> str:
+    """The broker of ``url`` (checked, for Redis, as redis-py will read it) and of ``broker``."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is what validates it
+    except ValueError as error:
+        detail = PERCENT_ENCODE if misplaced_at(url) else str(error)
+        raise origin.error(
+            f"the URL cannot be parsed ({detail}); expected redis://[:password@]host:port/db"
+        ) from None
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise origin.error(
+            f"scheme {scheme!r} is not known; expected redis://, rediss:// or unix:// (or amqp://, amqps://)",
+        )
+    broker = reader.get("broker") or SCHEMES[scheme]
+    if broker not in SCHEMES.values():
+        raise reader.fail("broker", "redis or rabbitmq")
+    if SCHEMES[scheme] != broker:
+        of = "" if origin.profile is None else f" of connection profile {origin.profile.name!r}"
+        raise InvalidMetadata(
+            "broker",
+            f"broker {broker!r} does not match the {scheme}:// URL{of}; drop broker or fix the URL",
+        )
+    if broker not in SUPPORTED_BROKERS:
+        raise InvalidMetadata(
+            "broker",
+            f"{broker} is not supported by this version yet; supported: {', '.join(SUPPORTED_BROKERS)}",
+        )
+    if broker == "redis":
+        try:
+            check_redis_url(url, parts)
+        except ValueError as error:
+            raise origin.error(str(error)) from None
+        if origin.profile is not None and origin.profile.management_url is not None:
+            raise origin.error("managementUrl applies to RabbitMQ profiles only; remove it")
+    return broker
 
 
 def _applies(key: str) -> str:
@@ -460,55 +482,55 @@ def _parse_priority_separator(reader: _Reader) -> str:
     return text
 
 
-def _management_url(reader: _Reader, url: str, origin: _UrlOrigin) -> str | None:
-    """``managementUrl``, once the AMQP URL and it are known to make a management endpoint."""
-    management_url = reader.get("managementUrl") or None
+def _management_url(reader: _Reader, url: str, origin: _UrlOrigin, urls: UrlPolicy) -> str | None:
+    """The profile's ``managementUrl``, or the trigger's own, checked with the AMQP URL to make
+    a management endpoint; the trigger's own only where it may point."""
     try:
         parse_amqp_url(url)
     except ValueError as error:
         raise origin.error(str(error)) from None
+    if origin.profile is not None:
+        try:
+            management_endpoint(url, origin.profile.management_url)
+        except ValueError as error:
+            raise origin.error(str(error)) from None
+        return origin.profile.management_url
+    management_url = reader.get("managementUrl") or None
+    if management_url is not None:
+        refuse_local_resources("managementUrl", management_url)
     try:
-        management_endpoint(url, management_url)
+        endpoint = management_endpoint(url, management_url)
     except ValueError as error:
         raise InvalidMetadata("managementUrl", str(error)) from None
+    urls.check("managementUrl" if management_url else "url", endpoint.base_url)
     return management_url
 
 
-def _connection_url(reader: _Reader, profiles: Mapping[str, str]) -> tuple[str, _UrlOrigin]:
+def _connection_url(
+    reader: _Reader, profiles: Mapping[str, Profile], namespace: str | None, urls: UrlPolicy
+) -> tuple[str, _UrlOrigin]:
+    """The URL to connect with: the named profile's (a whole: a trigger that names one cannot
+    set the keys that carry or use its credentials), or the trigger's own, if the operator
+    allows it (nothing is connected to for this check)."""
     name, url = reader.get("connection"), reader.get("url")
-    if name and url:
-        raise InvalidMetadata("connection", "both connection and url are set; set only one")
     if name:
-        profile = _find_profile(name, profiles)
-        return profiles[profile], _UrlOrigin("connection", profile)
+        for key in ("url", "managementUrl"):
+            if reader.get(key) is not None:
+                raise InvalidMetadata(
+                    key,
+                    f"set beside connection; it belongs in the connection profile: a trigger that "
+                    f"names a profile takes its URL, management URL, host, vhost and TLS files "
+                    f"from the profile alone. Remove {key} (the scaler's operator sets it in the "
+                    "profile)",
+                )
+        profile = find_profile(name, profiles, namespace)
+        return profile.url, _UrlOrigin("connection", profile)
     if url:
+        urls.admit_trigger_url("url")
+        refuse_local_resources("url", url)
         return url, _UrlOrigin()
     raise InvalidMetadata(
         "url", "missing; set connection (a profile held by the scaler), url, or urlFromEnv"
-    )
-
-
-def _find_profile(name: str, profiles: Mapping[str, str]) -> str:
-    """The profile ``name`` names: itself, else the one alike by :func:`profile_key` (as
-    ``orders-redis`` is to ``QUEUE_AGE_SCALER_CONNECTION_ORDERS_REDIS``)."""
-    if name in profiles:
-        return name
-    alike = sorted(known for known in profiles if profile_key(known) == profile_key(name))
-    if len(alike) == 1:
-        return alike[0]
-    if alike:
-        raise InvalidMetadata(
-            "connection",
-            f"got {_shown('connection', name)}; it names several connection profiles "
-            f"({', '.join(map(repr, alike))}: case, '-', '.' and '_' do not count); "
-            "give one of them exactly, or remove all but one from the scaler's configuration",
-        )
-    known = ", ".join(sorted(profiles)) or "none are configured"
-    raise InvalidMetadata(
-        "connection",
-        f"got {_shown('connection', name)}; no such connection profile in the scaler's configuration (known: {known}). "
-        "Profiles come from QUEUE_AGE_SCALER_CONNECTION_<NAME> variables or --connections-dir; "
-        "names match whatever their case, with '-', '.' and '_' alike",
     )
 
 
@@ -535,7 +557,9 @@ def _parse_capacity(reader: _Reader) -> tuple[float | None, int | None]:
     return throughput, concurrency
 
 
-def _parse_dependencies(text: str | None, profiles: Mapping[str, str]) -> tuple[Dependency, ...]:
+def _parse_dependencies(
+    text: str | None, profiles: Mapping[str, Profile], namespace: str | None
+) -> tuple[Dependency, ...]:
     if not text:
         return ()
     deps: list[Dependency] = []
@@ -568,7 +592,7 @@ def _parse_dependencies(text: str | None, profiles: Mapping[str, str]) -> tuple[
         if profile is None:
             deps.append(Dependency(name, limit, per_worker))
             continue
-        found, url = probe_profile_url(profile, profiles)
+        found, url = probe_profile_url(profile, profiles, namespace)
         try:
             kind = probe_kind(url)
         except ValueError as error:
@@ -580,15 +604,17 @@ def _parse_dependencies(text: str | None, profiles: Mapping[str, str]) -> tuple[
     return tuple(deps)
 
 
-def probe_profile_url(name: str, profiles: Mapping[str, str]) -> tuple[str, str]:
-    """The connection profile a ``probe:NAME`` names, and its URL: the one place where a probe
-    looks a profile up."""
+def probe_profile_url(
+    name: str, profiles: Mapping[str, Profile], namespace: str | None
+) -> tuple[str, str]:
+    """The connection profile a ``probe:NAME`` names, if ``namespace`` may use it (None: not
+    checked), and its URL: the one place where a probe looks a profile up."""
     try:
-        found = _find_profile(name, profiles)
-    except InvalidMetadata as error:
+        profile = find_profile(name, profiles, namespace)
+    except (InvalidMetadata, PermissionDenied) as error:
         message = str(error).removeprefix("connection: ")
-        raise InvalidMetadata("dependencies", f"probe:{name}: {message}") from None
-    return found, profiles[found]
+        raise type(error)("dependencies", f"probe:{name}: {message}") from None
+    return profile.name, profile.url
 
 
 def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:

@@ -61,7 +61,10 @@ def free_port() -> int:
 
 @pytest.fixture
 async def scaler() -> AsyncIterator[RunningServer]:
-    config = ServerConfig(host="127.0.0.1", port=0, metrics_port=0, grace=2.0)
+    # tests sample every 200 ms or so to be quick: below serve's default floor (1 s)
+    config = ServerConfig(
+        host="127.0.0.1", port=0, metrics_port=0, grace=2.0, min_sample_interval=0.1
+    )
     async with running_server(config) as server:
         yield server
 

@@ -126,8 +126,10 @@ class Demo:
 
     async def _start_server(self) -> tuple[int, int]:
         grpc_port, metrics_port = free_port(), free_port()
+        # the demo samples its private Redis faster than serve's default floor (1 s) allows
         command = [sys.executable, "-m", "scaler", "serve", "--host", "127.0.0.1",
-                   "--port", str(grpc_port), "--metrics-port", str(metrics_port), "--grace", "2"]  # fmt: skip
+                   "--port", str(grpc_port), "--metrics-port", str(metrics_port), "--grace", "2",
+                   "--min-sample-interval", "100ms"]  # fmt: skip
         with (self.run_dir / "scaler.log").open("wb") as log:
             self.server = self.group.spawn(command, output=log)
 

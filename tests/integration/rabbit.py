@@ -16,6 +16,7 @@ import pika
 from brokers.base import QueueSnapshot
 from brokers.registry import open_adapter
 from scaler.metrics import Metrics
+from scaler.profiles import Profile
 from scaler.sampler import Sampler, SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
 from scaler.spec import TriggerSpec, parse_metadata
@@ -74,6 +75,12 @@ def rabbit(url: str) -> Iterator[Rabbit]:
 def spec_for(url: str, queue: str, **extra: str) -> TriggerSpec:
     metadata = {"url": url, "queue": queue, "sampleInterval": "1s", "rateWindow": "10s", **extra}
     return parse_metadata(metadata)
+
+
+def spec_for_profile(url: str, queue: str, management_url: str | None = None) -> TriggerSpec:
+    """A trigger naming a connection profile of ``url``: TLS files come only from a profile."""
+    metadata = {"connection": "test", "queue": queue, "sampleInterval": "1s", "rateWindow": "10s"}
+    return parse_metadata(metadata, {"test": Profile("test", url, management_url)})
 
 
 @dataclass

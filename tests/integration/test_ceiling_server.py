@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.probe import probe
+from scaler.profiles import Profile
 from scaler.server import RunningServer, ServerConfig, running_server
 from tests.integration.dependencies import PostgresAccounts, postgres_accounts
 from tests.integration.scrape import scrape
@@ -42,9 +43,12 @@ async def queue(redis_url: str) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def server(postgres_accounts: PostgresAccounts) -> AsyncIterator[RunningServer]:
-    profiles = {
+    profiles: dict[str, Profile | str] = {
         "orders-pg": postgres_accounts.url(postgres_accounts.workers),
         "down-pg": NOWHERE,
+        "billing-pg": Profile(
+            "billing-pg", postgres_accounts.url(postgres_accounts.workers), namespaces=("billing",)
+        ),
     }
     config = ServerConfig(
         host="127.0.0.1", port=0, metrics_port=0, grace=2.0, profiles=profiles,
@@ -141,6 +145,16 @@ async def test_a_probe_that_cannot_read_never_raises_the_ceiling(
         assert raised.value.code() is grpc.StatusCode.UNAVAILABLE
         assert "the ceiling of dependency 'postgres' is unknown" in str(raised.value.details())
 
+        # a profile of other namespaces is not the trigger's to probe
+        scoped = trigger(redis_url, queue, "postgres=probe:billing-pg/1")
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await workers(stub, scoped)
+        assert raised.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert (
+            "probe:billing-pg: connection profile 'billing-pg' may not be used from "
+            "namespace 'shop'" in str(raised.value.details())
+        )
+
         # a probe named by no profile is bad metadata, named as such
         unknown = trigger(redis_url, queue, "postgres=probe:orders-db/1")
         with pytest.raises(grpc.aio.AioRpcError) as raised:
@@ -148,7 +162,8 @@ async def test_a_probe_that_cannot_read_never_raises_the_ceiling(
         assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         details = str(raised.value.details())
         assert (
-            "dependencies: probe:orders-db: got 'orders-db'; no such connection profile" in details
+            "dependencies: probe:orders-db: got 'orders-db'; the scaler has no such connection profile"
+            in details
         )
 
 

@@ -68,7 +68,9 @@ async def test_redis_outage_gives_unavailable_then_recovers(
 async def test_idle_sampler_stops_and_releases_its_connection(own_redis: RedisProcess) -> None:
     from scaler.server import ServerConfig, running_server
 
-    config = ServerConfig(host="127.0.0.1", port=0, metrics_port=None, idle_after=1.0)
+    config = ServerConfig(  # sampleInterval 0.5s: below serve's default floor
+        host="127.0.0.1", port=0, metrics_port=None, idle_after=1.0, min_sample_interval=0.1
+    )
     async with (
         running_server(config) as server,
         grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
@@ -120,7 +122,9 @@ async def test_a_trigger_nobody_asks_about_is_forgotten_with_its_metrics(
         }
         return pb.ScaledObjectRef(name=name, namespace="shop", scalerMetadata=metadata)
 
-    config = ServerConfig(host="127.0.0.1", port=0, metrics_port=None, idle_after=1.0)
+    config = ServerConfig(  # sampleInterval 0.5s: below serve's default floor
+        host="127.0.0.1", port=0, metrics_port=None, idle_after=1.0, min_sample_interval=0.1
+    )
     async with (
         running_server(config) as server,
         grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,

@@ -14,7 +14,7 @@ import pytest
 from brokers.registry import open_adapter
 from scaler.errors import BrokerUnavailable
 from tests.certs import Authority
-from tests.integration.rabbit import Rabbit, rabbit, spec_for, unique
+from tests.integration.rabbit import Rabbit, rabbit, spec_for_profile, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -94,9 +94,7 @@ async def test_amqps_and_https_with_a_ca_and_a_client_certificate(
         tls = f"cacertfile={files['ca']}&certfile={files['client_cert']}&keyfile={files['client_key']}"
         url = f"amqps://guest:{PASSWORD}@localhost:{amqps}/%2F?{tls}"
         # no user and no TLS options of its own: the AMQP URL's credentials and TLS files
-        adapter = open_adapter(
-            spec_for(url, queue, managementUrl=f"https://localhost:{https}").source
-        )
+        adapter = open_adapter(spec_for_profile(url, queue, f"https://localhost:{https}").source)
         try:
             for _ in range(30):  # until the broker shows the new queue's figures
                 snapshot = await adapter.sample()
@@ -115,9 +113,7 @@ async def test_a_server_certificate_from_another_ca_is_refused(
     async with tls_proxy(5672, files) as amqps, tls_proxy(15672, files) as https:
         tls = f"cacertfile={files['other_ca']}&certfile={files['client_cert']}&keyfile={files['client_key']}"
         url = f"amqps://guest:{PASSWORD}@localhost:{amqps}/%2F?{tls}"
-        adapter = open_adapter(
-            spec_for(url, queue, managementUrl=f"https://localhost:{https}").source
-        )
+        adapter = open_adapter(spec_for_profile(url, queue, f"https://localhost:{https}").source)
         try:
             with pytest.raises(BrokerUnavailable) as caught:
                 await adapter.sample()

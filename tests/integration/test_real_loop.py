@@ -115,7 +115,10 @@ async def test_real_scaling_loop_against_postgres(redis_url: str, postgres_role:
               postgres_role, str(PER_WORKER)]  # fmt: skip
     group = ProcessGroup()
     fleet = WorkerFleet(worker, group, cwd=ROOT)
-    config = ServerConfig(host="127.0.0.1", port=0, metrics_port=None, grace=2.0)
+    # sampleInterval 500ms: below serve's default floor
+    config = ServerConfig(
+        host="127.0.0.1", port=0, metrics_port=None, grace=2.0, min_sample_interval=0.1
+    )
     done = asyncio.Event()
     try:
         async with (

@@ -41,7 +41,9 @@ async def limited(
     redis_url: str,
 ) -> AsyncIterator[tuple[pb_grpc.ExternalScalerAsyncStub, int | None]]:
     limits = Limits(max_queues=3, max_queues_per_broker=2, max_streams=1, max_trigger_series=2)
-    config = ServerConfig(host="127.0.0.1", port=0, metrics_port=0, grace=1.0, limits=limits)
+    config = ServerConfig(  # sampleInterval 200ms: below serve's default floor
+        host="127.0.0.1", port=0, metrics_port=0, grace=1.0, limits=limits, min_sample_interval=0.1
+    )
     async with (
         running_server(config) as server,
         grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,

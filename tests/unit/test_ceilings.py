@@ -15,10 +15,11 @@ from scaler.ceilings.headroom import (
     probe_failed,
 )
 from scaler.ceilings.limit import STALE_AFTER, dependency_ceiling, trigger_ceiling
-from scaler.errors import InvalidMetadata
+from scaler.errors import InvalidMetadata, PermissionDenied
 from scaler.metrics import Metrics
 from scaler.policy import PolicyState, Reason, decide
 from scaler.probe import render_table
+from scaler.profiles import Profile
 from scaler.spec import Dependency, TriggerSpec, parse_metadata
 from tests.unit.test_policy import NOW, signals_of
 
@@ -54,7 +55,7 @@ def test_a_static_fallback_follows_the_profile() -> None:
 @pytest.mark.parametrize(
     ("dependencies", "message"),
     [
-        ("postgres=probe:orders-db/5", "probe:orders-db: got 'orders-db'; no such connection profile"),
+        ("postgres=probe:orders-db/5", "probe:orders-db: got 'orders-db'; the scaler has no such connection profile"),
         ("rabbit=probe:mq/1", "'rabbit': the URL of connection profile 'mq': scheme amqp:// has no probe"),
         ("postgres=probe:orders-pg|2/5", "a LIMIT below PER_WORKER allows no worker at all"),
         ("postgres=probe:orders-pg|0/5", "LIMIT and PER_WORKER must be above zero"),
@@ -334,3 +335,18 @@ def test_the_probe_table_shows_each_dependency_on_a_line() -> None:
         "              cache: 10 workers, static (30/3)",
         "warnings      none",
     ]
+
+
+def test_a_probe_profile_scoped_to_namespaces_is_refused_elsewhere() -> None:
+    profiles = {"orders-pg": Profile("orders-pg", PG_URL, namespaces=("shop", "team-*"))}
+    metadata = {"url": "redis://localhost", "queue": "q", "format": "rq",
+                "dependencies": "postgres=probe:orders-pg/5"}  # fmt: skip
+    for allowed in ("shop", "team-a"):
+        (dep,) = parse_metadata(metadata, profiles, namespace=allowed).dependencies
+        assert dep.probe_url == PG_URL
+    with pytest.raises(PermissionDenied) as raised:
+        parse_metadata(metadata, profiles, namespace="billing")
+    assert str(raised.value) == (
+        "dependencies: probe:orders-pg: connection profile 'orders-pg' may not be used from "
+        "namespace 'billing': the profile's namespaces do not include it (ask the scaler's operator)"
+    )

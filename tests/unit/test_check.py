@@ -240,7 +240,7 @@ def test_probe_profiles_are_checked_as_connection_profiles_are() -> None:
     assert findings(text, profiles=PROFILES | {"orders-pg": "postgresql://w@db/orders"}) == []
     (found,) = findings(text, profiles=PROFILES)
     assert found[0] == "spec.triggers[0].metadata.dependencies"
-    assert "probe:orders-pg: got 'orders-pg'; no such connection profile" in found[1]
+    assert "probe:orders-pg: got 'orders-pg'; the scaler has no such connection profile" in found[1]
     assert found[2] is Severity.PROBLEM
     assert [(p, m) for p, m, _ in findings(text, profiles={})][1] == (
         "spec.triggers[0].metadata.dependencies",

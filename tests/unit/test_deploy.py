@@ -25,9 +25,12 @@ import pytest
 import yaml
 
 from brokers.formats import FORMATS
-from scaler.check import check_files
-from scaler.errors import InvalidMetadata
+from scaler.bounds import Bounds
+from scaler.check import Rules, check_files
+from scaler.errors import InvalidMetadata, PermissionDenied
+from scaler.profiles import Profile, parse_profile
 from scaler.spec import parse_metadata
+from scaler.url_policy import UrlPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -219,10 +222,17 @@ def test_the_schemas_catch_mistakes() -> None:
 
 
 @functools.cache
-def profiles() -> dict[str, str]:
+def profiles() -> dict[str, Profile]:
     """The connection profiles the example Secret holds, as the scaler would load them."""
     (secret,) = load_all(EXAMPLES / "connections-secret.yaml")
-    return dict(secret["stringData"])
+    return {
+        name: parse_profile(name, text, f"connections-secret.yaml {name}")
+        for name, text in secret["stringData"].items()
+    }
+
+
+#: the shipped manifests' serve flags (each Deployment passes --profiles-only, tested below)
+PROFILES_ONLY = UrlPolicy.of([], profiles_only=True)
 
 
 def rabbitmq_supported() -> bool:
@@ -240,7 +250,7 @@ def our_triggers() -> Iterator[tuple[str, Resource, Resource]]:
 
 def test_every_trigger_parses_with_the_scalers_own_parser() -> None:
     seen_formats: set[str] = set()
-    for name, _, trigger in our_triggers():
+    for name, resource, trigger in our_triggers():
         metadata = trigger["metadata"]
         assert metadata["scalerAddress"] in (SERVICE_ADDRESS, SIDECAR_ADDRESS), name
         if metadata.get("broker") == "rabbitmq" and not rabbitmq_supported():
@@ -248,7 +258,15 @@ def test_every_trigger_parses_with_the_scalers_own_parser() -> None:
                 parse_metadata(metadata, profiles())
             assert unsupported.value.key in ("broker", "format"), name
             continue
-        spec = parse_metadata(metadata, profiles())
+        # as the shipped server parses it: from the resource's namespace, profiles only, the
+        # default bounds
+        spec = parse_metadata(
+            metadata,
+            profiles(),
+            namespace=resource["metadata"]["namespace"],
+            urls=PROFILES_ONLY,
+            bounds=Bounds(),
+        )
         seen_formats.add(spec.source.format)
     assert {"sidekiq", "rq", "celery", "bullmq", "dramatiq", "stream", "list"} <= seen_formats
     if rabbitmq_supported():
@@ -257,7 +275,7 @@ def test_every_trigger_parses_with_the_scalers_own_parser() -> None:
 
 def test_the_check_command_passes_every_example() -> None:
     files = sorted(EXAMPLES.glob("*.yaml"))
-    report = check_files(files, profiles())
+    report = check_files(files, profiles(), rules=Rules(PROFILES_ONLY, Bounds()))
     rabbitmq = {
         f"{EXAMPLES / n.split('#')[0]}"
         for n, _, t in our_triggers()
@@ -314,6 +332,9 @@ def assert_hardened(scaler: Resource, pod: Resource) -> None:
 
 
 def assert_profiles_mounted(scaler: Resource, pod: Resource) -> None:
+    """The profiles are mounted, and triggers may use only them (serve --profiles-only)."""
+    assert "--profiles-only" in scaler["args"]
+    assert not [a for a in scaler["args"] if a.startswith("--allow-url")]
     directory = flag(scaler["args"], "connections-dir")
     (mount,) = [m for m in scaler["volumeMounts"] if m["mountPath"] == directory]
     (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
@@ -411,3 +432,19 @@ def test_the_sidecar_fits_beside_the_keda_operator() -> None:
     assert_hardened(scaler, pod)
     assert_profiles_mounted(scaler, pod)
     assert {v["name"] for v in pod["volumes"]} == {"certificates", "queue-age-scaler-connections"}
+
+
+def test_every_example_profile_names_its_namespaces_and_refuses_the_others() -> None:
+    """No example profile is open to every namespace, and each is used only where it allows."""
+    assert all(profile.namespaces for profile in profiles().values())
+    used = {
+        (t["metadata"]["connection"], r["metadata"]["namespace"])
+        for _, r, t in our_triggers()
+        if "connection" in t["metadata"]
+    }
+    assert {name for name, _ in used} == set(profiles())
+    for name, namespace in used:
+        assert profiles()[name].allows(namespace), (name, namespace)
+    (_, _, trigger), *_ = our_triggers()
+    with pytest.raises(PermissionDenied, match="from namespace 'other-team'"):
+        parse_metadata(trigger["metadata"], profiles(), namespace="other-team")

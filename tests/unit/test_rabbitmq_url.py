@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from brokers.rabbitmq_url import Tls, management_endpoint, parse_amqp_url
+from scaler.profiles import Profile
 from scaler.spec import parse_metadata
 
 SECRET = "s3cr3t-pw"
@@ -98,12 +99,10 @@ def test_bad_urls(url: str, management_url: str | None, fragment: str) -> None:
 
 
 def test_metadata_for_rabbitmq() -> None:
+    url = f"amqps://scaler:{SECRET}@rabbit/orders?cacertfile=/ca.pem"
     spec = parse_metadata(
-        {
-            "url": f"amqps://scaler:{SECRET}@rabbit/orders?cacertfile=/ca.pem",
-            "managementUrl": "https://mgmt:15671",
-            "queue": "jobs",
-        }
+        {"connection": "jobs", "queue": "jobs"},
+        {"jobs": Profile("jobs", url, management_url="https://mgmt:15671")},
     )
     source = spec.source
     assert (source.broker, source.format, source.queue) == ("rabbitmq", "amqp", "jobs")
