@@ -38,7 +38,7 @@ WINDOW = 30.0
 
 def spec_for(url: str, queue: str) -> TriggerSpec:
     metadata = {"url": url, "queue": queue, "sampleInterval": "1s", "rateWindow": f"{WINDOW:g}s"}
-    return parse_metadata(metadata, require_capacity=False)
+    return parse_metadata(metadata)
 
 
 def declare(url: str, names: Sequence[str], **arguments: object) -> None:

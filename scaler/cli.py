@@ -1,4 +1,4 @@
-"""The ``queue-age-scaler`` command: ``serve``, ``probe`` and ``check``.
+"""The ``queue-age-scaler`` command: ``serve``, ``probe``, ``check`` and ``simulate``.
 
 The options before the command (``--log-level``, ``--log-format``, ``--connections-dir``) may
 also follow it, so an image whose entrypoint is ``queue-age-scaler serve`` takes them as args.
@@ -12,13 +12,23 @@ import json
 import sys
 from pathlib import Path
 
-from scaler import check, logs
+from scaler import __version__, check, limits, logs
 from scaler.connections import load_profiles
-from scaler.errors import ScalerError
+from scaler.errors import CannotListen, ScalerError
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
+from scaler.service import status_of
 from scaler.simulate import command as simulate_command
 from scaler.tls import TlsFiles
+
+#: what ``queue-age-scaler --help`` says first (plain text: argparse shows it as it is)
+DESCRIPTION = """\
+A KEDA external scaler: it sizes job workers from the age of the oldest waiting
+job, the time the backlog needs to drain, and the capacity of shared
+dependencies, for queues on Redis and RabbitMQ.
+
+--log-level, --log-format and --connections-dir may also follow the command
+(queue-age-scaler serve --log-format json)."""
 
 
 def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
@@ -50,10 +60,15 @@ def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="queue-age-scaler", description=__doc__, parents=[_common_options(defaults=True)]
+        prog="queue-age-scaler",
+        description=DESCRIPTION,
+        epilog="queue-age-scaler COMMAND --help shows the options of a command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common_options(defaults=True)],
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = _common_options(defaults=False)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve_cmd = commands.add_parser("serve", help="run the gRPC server for KEDA", parents=[common])
     serve_cmd.add_argument("--host", default="[::]", help="address to bind (default all)")
@@ -78,6 +93,25 @@ def _parser() -> argparse.ArgumentParser:
     tls.add_argument(
         "--tls-client-ca", type=Path, help="mutual TLS: clients need a certificate from this CA"
     )
+    bounds = serve_cmd.add_argument_group(
+        "limits", "what one server takes from the triggers it serves (docs/operating.md, Tenants)"
+    )
+    for flag, default, meaning in (
+        ("--max-metadata-keys", limits.MAX_METADATA_KEYS, "keys in one trigger's metadata"),
+        ("--max-value-length", limits.MAX_VALUE_LENGTH, "characters in one key or value"),
+        ("--max-metadata-chars", limits.MAX_METADATA_CHARS, "characters in one trigger's metadata"),
+        ("--max-queues", limits.MAX_QUEUES, "queues sampled at once"),
+        ("--max-queues-per-broker", limits.MAX_QUEUES_PER_BROKER, "queues sampled on one broker"),
+        ("--max-streams", limits.MAX_STREAMS, "StreamIsActive streams open at once"),
+        ("--max-trigger-series", limits.MAX_TRIGGER_SERIES, "triggers with metrics series"),
+    ):
+        bounds.add_argument(
+            flag,
+            type=_positive_int,
+            default=default,
+            metavar="N",
+            help=f"most {meaning} (default {default})",
+        )
     serve_cmd.add_argument(
         "--health-port",
         type=int,
@@ -135,6 +169,28 @@ def _tls_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Tls
     return TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is below 1")
+    return number
+
+
+def _limits(args: argparse.Namespace) -> limits.Limits:
+    return limits.Limits(
+        max_metadata_keys=args.max_metadata_keys,
+        max_value_length=args.max_value_length,
+        max_metadata_chars=args.max_metadata_chars,
+        max_queues=args.max_queues,
+        max_queues_per_broker=args.max_queues_per_broker,
+        max_streams=args.max_streams,
+        max_trigger_series=args.max_trigger_series,
+    )
+
+
 def _metadata(pairs: list[str]) -> dict[str, str]:
     metadata: dict[str, str] = {}
     for pair in pairs:
@@ -163,9 +219,15 @@ def main(argv: list[str] | None = None) -> int:
             profiles=profiles,
             tls=_tls_files(parser, args),
             health_port=args.health_port,
+            limits=_limits(args),
         )
         try:
             asyncio.run(serve(config))
+        except CannotListen as error:
+            option = "--" + error.setting.replace("_", "-")
+            hint = f"choose another with {option}" if error.in_use else f"check --host and {option}"
+            print(f"serve: {error}; {hint}", file=sys.stderr)
+            return 2
         except ScalerError as error:
             print(f"serve: {error}", file=sys.stderr)
             return 2
@@ -173,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = asyncio.run(probe(_metadata(args.metadata), profiles, args.duration))
     except ScalerError as error:
-        print(f"probe: {error}", file=sys.stderr)
+        code, message = status_of(error)  # what the server would answer KEDA
+        print(f"probe: {code.name}: {message}", file=sys.stderr)
         return 2
     print(json.dumps(result) if args.json else render_table(result))
     return 0

@@ -1,6 +1,7 @@
 """Log formats: ``text`` for people, ``json`` (one object a line) for log pipelines.
 
-In JSON, the fields a call passes with ``extra=`` (a decision's inputs, say) become keys of the
+In text, figures read as people write them (:func:`figure`: ``age=143.4s``, ``arrivals>=2.5/s``,
+``drain=unknown``). In JSON, the fields a call passes with ``extra=`` (a decision's inputs, say) become keys of the
 object beside ``time``, ``level``, ``logger`` and ``message``. Unknown figures are ``null``;
 an unbounded figure (a backlog that never drains) is the string ``"inf"``, as JSON has no
 infinity.
@@ -12,6 +13,8 @@ import datetime
 import json
 import logging
 import math
+
+from brokers.base import Precision
 
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -26,6 +29,25 @@ def _plain(value: object) -> object:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return str(value)
+
+
+def figure(
+    name: str, value: float | None, unit: str, precision: Precision = Precision.EXACT
+) -> str:
+    """``name=value`` for a person: at most 2 decimals (``age=143.4s``, ``arrivals=0.03/s``),
+    ``>=`` for a lower bound, ``(estimate)`` for an estimate, ``unknown``, and ``never`` for an
+    unbounded time (a backlog that does not drain)."""
+    if value is None:
+        return f"{name}=unknown"
+    if math.isinf(value):
+        return f"{name}=never"
+    digits = 1 if unit == "s" else 2
+    shown = f"{value:.{digits}f}".rstrip("0").rstrip(".") + unit
+    if precision is Precision.LOWER_BOUND:
+        return f"{name}>={shown}"
+    if precision is Precision.ESTIMATE:
+        return f"{name}={shown} (estimate)"
+    return f"{name}={shown}"
 
 
 class JsonFormatter(logging.Formatter):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from brokers.base import QueueSnapshot
+from scaler.limits import MAX_TRIGGER_SERIES
 from scaler.signals import oldest_age
 
 if TYPE_CHECKING:
@@ -27,6 +28,18 @@ if TYPE_CHECKING:
 PREFIX = "queue_age_scaler"
 QUEUE_LABELS = ("broker", "queue", "format")
 TRIGGER_LABELS = ("namespace", "scaled_object", "queue", "metric")
+#: label values come from trigger metadata, which anyone who may create a ScaledObject writes:
+#: longer ones are cut to this many characters
+MAX_LABEL_LENGTH = 120
+
+
+def label(text: str) -> str:
+    """A label value, cut to :data:`MAX_LABEL_LENGTH` characters."""
+    return text if len(text) <= MAX_LABEL_LENGTH else text[: MAX_LABEL_LENGTH - 3] + "..."
+
+
+def _queue_labels(source: QueueSource) -> tuple[str, str, str]:
+    return (source.broker, label(source.queue), source.format)
 
 
 def _value(number: float | None) -> float:
@@ -36,8 +49,12 @@ def _value(number: float | None) -> float:
 class Metrics:
     """The metrics of one server, in a registry of their own."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_trigger_series: int = MAX_TRIGGER_SERIES) -> None:
+        """``max_trigger_series``: the most triggers with series of their own; the decisions of
+        others are counted in ``series_dropped_total`` (a trigger is forgotten 10 minutes after
+        KEDA last asks about it)."""
         self.registry = CollectorRegistry()
+        self._max_trigger_series = max_trigger_series
         r = self.registry
 
         def queue_gauge(name: str, doc: str) -> Gauge:
@@ -112,6 +129,11 @@ class Metrics:
         self.rpc_errors = Counter(
             f"{PREFIX}_rpc_errors", "RPCs answered with an error", ("method", "code"), registry=r
         )
+        self.series_dropped = Counter(
+            f"{PREFIX}_series_dropped",
+            "Decisions not exported because as many triggers as the limit have series already",
+            registry=r,
+        )
         self._reasons: dict[tuple[str, ...], str] = {}
         self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
         self._lock = threading.Lock()
@@ -127,7 +149,7 @@ class Metrics:
     ) -> None:
         """One sample of ``source``; ``arrivals``, the queue's arrival history with the sample in
         it, estimates the age where the sample has no enqueue time, as the policy does."""
-        labels = (source.broker, source.queue, source.format)
+        labels = _queue_labels(source)
         self.samples.labels(*labels).inc()
         self.sample_duration.observe(seconds)
         self.depth.labels(*labels).set(_value(snapshot.depth))
@@ -142,10 +164,10 @@ class Metrics:
             self.sample_warnings.labels(*labels, kind).inc()
 
     def record_sample_error(self, source: QueueSource, error: str) -> None:
-        self.sample_errors.labels(source.broker, source.queue, source.format, error).inc()
+        self.sample_errors.labels(*_queue_labels(source), error).inc()
 
     def forget_queue(self, source: QueueSource) -> None:
-        labels = (source.broker, source.queue, source.format)
+        labels = _queue_labels(source)
         for gauge in (
             self.depth,
             self.in_flight,
@@ -160,7 +182,7 @@ class Metrics:
 
     @staticmethod
     def trigger_labels(namespace: str, name: str, spec: TriggerSpec) -> tuple[str, ...]:
-        return (namespace, name, spec.source.queue, spec.metric.value)
+        return (label(namespace), label(name), label(spec.source.queue), spec.metric.value)
 
     def forget_trigger(self, labels: tuple[str, ...]) -> None:
         """Drop every series of a trigger that KEDA no longer asks about."""
@@ -192,6 +214,10 @@ class Metrics:
         decision: Decision,
     ) -> None:
         labels = self.trigger_labels(namespace, name, spec)
+        with self._lock:
+            if labels not in self._reasons and len(self._reasons) >= self._max_trigger_series:
+                self.series_dropped.inc()
+                return
         self.arrival_rate.labels(*labels).set(_value(signals.arrival_rate.value))
         self.completion_rate.labels(*labels).set(_value(signals.completion_rate.value))
         self.time_to_drain.labels(*labels).set(_value(signals.time_to_drain.value))
@@ -200,7 +226,7 @@ class Metrics:
         self.desired_workers.labels(*labels).set(decision.desired_workers)
         self.ceiling.labels(*labels).set(_value(decision.ceiling))
         self.utilisation.labels(*labels).set(_value(decision.utilisation))
-        reason = decision.reason_text
+        reason = label(decision.reason_text)
         with self._lock:
             previous = self._reasons.get(labels)
             if previous is not None and previous != reason:

@@ -20,8 +20,12 @@ from scaler.spec import TriggerSpec, parse_metadata
 async def probe(
     metadata: Mapping[str, str], profiles: Mapping[str, str], duration: float
 ) -> dict[str, Any]:
-    """Sample for ``duration`` seconds; return the report as a JSON-ready dict."""
-    spec = parse_metadata(metadata, profiles, require_capacity=False)
+    """Sample for ``duration`` seconds; return the report as a JSON-ready dict.
+
+    The metadata goes through the server's parser unchanged: what the server refuses, probe
+    refuses, with the same error.
+    """
+    spec = parse_metadata(metadata, profiles)
     samplers = SamplerRegistry(open_adapter, Metrics())
     try:
         sampler = samplers.get(spec)

@@ -22,11 +22,13 @@ from scaler.arrival_history import ArrivalHistory
 from scaler.errors import (
     BrokerUnavailable,
     QueueMisconfigured,
+    ResourceExhausted,
     SampleStale,
     ScalerError,
     Unavailable,
 )
 from scaler.failure_log import REPORT_EVERY, FailureLog
+from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.sample_schedule import LIVE_FOR, Demand, Demands, pause_after
 from scaler.spec import QueueSource, TriggerSpec
@@ -289,6 +291,7 @@ class SamplerRegistry:
         live_for: float = LIVE_FOR,
         max_history: int = MAX_HISTORY,
         report_every: float = REPORT_EVERY,
+        limits: Limits | None = None,
     ) -> None:
         if max_history < 2:
             raise ValueError(f"max_history must be at least 2 snapshots, not {max_history}")
@@ -299,8 +302,11 @@ class SamplerRegistry:
         self.live_for = live_for
         self._max_history = max_history
         self._report_every = report_every
-        self._samplers: dict[QueueSource, Sampler] = {}
         self._closed = False
+        self._limits = limits or Limits()
+        self._samplers: dict[QueueSource, Sampler] = {}
+        #: samplers per broker URL
+        self._per_broker: collections.Counter[str] = collections.Counter()
 
     def __len__(self) -> int:
         return len(self._samplers)
@@ -311,6 +317,7 @@ class SamplerRegistry:
         if sampler is None:
             if self._closed:
                 raise Unavailable("the scaler is shutting down")
+            self._check_room(spec.source)
             sampler = Sampler(
                 spec.source,
                 self._open_adapter(spec.source),
@@ -322,14 +329,34 @@ class SamplerRegistry:
                 report_every=self._report_every,
             )
             self._samplers[spec.source] = sampler
+            self._per_broker[spec.source.url] += 1
             sampler.start(self._forget)
             log.info("started sampling %s every %gs", spec.source.describe(), spec.sample_interval)
         sampler.ask(spec.sample_interval, spec.rate_window)
         return sampler
 
+    def _check_room(self, source: QueueSource) -> None:
+        """Refuse a new queue past the server's limits; the queues sampled already go on."""
+        if len(self._samplers) >= self._limits.max_queues:
+            raise ResourceExhausted(
+                f"this scaler samples {len(self._samplers)} queues, its limit (--max-queues); "
+                f"{source.describe()} is not sampled until one stops (10 minutes after KEDA last "
+                "asks about it) or the operator raises the limit"
+            )
+        on_broker = self._per_broker[source.url]
+        if on_broker >= self._limits.max_queues_per_broker:
+            raise ResourceExhausted(
+                f"this scaler samples {on_broker} queues on the broker of {source.describe()}, "
+                "its limit per broker (--max-queues-per-broker); the queue is not sampled until "
+                "one of them stops or the operator raises the limit"
+            )
+
     def _forget(self, sampler: Sampler) -> None:
         if self._samplers.get(sampler.source) is sampler:
             del self._samplers[sampler.source]
+            self._per_broker[sampler.source.url] -= 1
+            if not self._per_broker[sampler.source.url]:
+                del self._per_broker[sampler.source.url]
 
     async def aclose(self, timeout: float = 5.0) -> None:
         """Stop every sampler, within about ``timeout`` seconds in all."""

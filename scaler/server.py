@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -17,8 +19,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from brokers.registry import open_adapter
+from scaler.errors import CannotListen
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.sampler import IDLE_AFTER, AdapterFactory, SamplerRegistry
 from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
@@ -38,6 +42,9 @@ STOP_MARGIN = 0.5
 #: a process still running this long after the grace exits anyway, with EXIT_STUCK
 FORCE_EXIT_AFTER_GRACE = 1.5
 EXIT_STUCK = 1
+#: gRPC sets SO_REUSEPORT by default, so a second server on a port in use would start and split
+#: KEDA's calls with the first: off, a taken port is an error
+GRPC_OPTIONS = (("grpc.so_reuseport", 0),)
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,8 @@ class ServerConfig:
     tls: TlsFiles | None = None
     #: a plain-text port with grpc.health.v1 alone, for kubelet's gRPC probes (they cannot use TLS)
     health_port: int | None = None
+    #: what the server takes from triggers: metadata size, queues, streams
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -71,47 +80,49 @@ async def running_server(
     config: ServerConfig, open_adapter_: AdapterFactory = open_adapter
 ) -> AsyncIterator[RunningServer]:
     """Serve until the block exits, then shut down gracefully within ``config.grace``."""
-    metrics = Metrics()
-    samplers = SamplerRegistry(open_adapter_, metrics, idle_after=config.idle_after)
+    metrics = Metrics(max_trigger_series=config.limits.max_trigger_series)
+    samplers = SamplerRegistry(
+        open_adapter_, metrics, idle_after=config.idle_after, limits=config.limits
+    )
     service = ExternalScalerService(
         samplers,
         metrics,
         config.profiles,
         first_sample_timeout=config.first_sample_timeout,
         idle_after=config.idle_after,
+        limits=config.limits,
     )
     health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=GRPC_OPTIONS)
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (SCALER_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(names, server)
-    address = f"{config.host}:{config.port}"
-    if config.tls is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, server_credentials(config.tls))
-    health_server, health_port = None, None
-    if config.health_port is not None:
-        health_server = grpc.aio.server()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
-        health_port = health_server.add_insecure_port(f"{config.host}:{config.health_port}")
-    http_server = None
-    metrics_port = None
-    if config.metrics_port is not None:
-        http_server, metrics_port = metrics.serve_http(
-            config.host.strip("[]") or "::", config.metrics_port
-        )
+    credentials = None if config.tls is None else server_credentials(config.tls)
+    health_server, health_port, http_server, metrics_port = None, None, None, None
+    try:
+        port = _bind(server, "port", config.host, config.port, credentials)
+        if config.health_port is not None:
+            health_server = grpc.aio.server(options=GRPC_OPTIONS)
+            health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
+            health_port = _bind(health_server, "health_port", config.host, config.health_port)
+        if config.metrics_port is not None:
+            host = config.host.strip("[]") or "::"
+            try:
+                http_server, metrics_port = metrics.serve_http(host, config.metrics_port)
+            except OSError as error:
+                raise _cannot_listen("metrics_port", host, config.metrics_port, error) from None
+    except CannotListen:
+        for unstarted in (server, health_server):
+            if unstarted is not None:
+                await unstarted.stop(None)
+        raise
     await server.start()
     if health_server is not None:
         await health_server.start()
     for name in ("", SCALER_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info(
-        "serving %s on port %d (metrics on %s, plain-text health on %s)",
-        "plain text" if config.tls is None else "TLS" if config.tls.client_ca is None else "mutual TLS",
-        port, metrics_port, health_port,
-    )  # fmt: skip
+    log.info("%s", _listening(config.tls, port, metrics_port, health_port))
     try:
         yield RunningServer(port, metrics_port, service, metrics, samplers, health_port)
     finally:
@@ -167,6 +178,69 @@ def _exit_after(seconds: float) -> None:
     timer = threading.Timer(seconds, force)
     timer.daemon = True  # does not keep a process that ended in time
     timer.start()
+
+
+def _listening(
+    tls: TlsFiles | None, port: int, metrics_port: int | None, health_port: int | None
+) -> str:
+    """What the server listens on, for people: the ports it has, none it has not."""
+    mode = "plain text" if tls is None else "TLS" if tls.client_ca is None else "mutual TLS"
+    parts = [f"serving gRPC ({mode}) on port {port}"]
+    if metrics_port is not None:
+        parts.append(f"/metrics on port {metrics_port}")
+    if health_port is not None:
+        parts.append(f"plain-text health on port {health_port}")
+    return ", ".join(parts)
+
+
+def _bind(
+    server: grpc.aio.Server,
+    setting: str,
+    host: str,
+    port: int,
+    credentials: grpc.ServerCredentials | None = None,
+) -> int:
+    """Bind ``host:port`` for ``server``; the bound port, or :class:`CannotListen`."""
+    if port:  # a port in use or not permitted, found before gRPC logs its own error about it
+        refused = _bind_error(host, port)
+        if refused is not None and refused.errno in (errno.EADDRINUSE, errno.EACCES):
+            raise _cannot_listen(setting, host, port, refused)
+    address = f"{host}:{port}"
+    try:
+        if credentials is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, credentials)
+    except RuntimeError:  # gRPC says only "Failed to bind"
+        bound = 0
+    if not bound:
+        raise _cannot_listen(setting, host, port, _bind_error(host, port))
+    return bound
+
+
+def _bind_error(host: str, port: int) -> OSError | None:
+    """What binding ``host:port`` with a plain socket says (gRPC tells no reason)."""
+    try:
+        found = socket.getaddrinfo(
+            host.strip("[]") or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as error:
+        return error
+    for family, kind, protocol, _, address in found:
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC does
+            try:
+                probe.bind(address)
+            except OSError as error:
+                return error
+    return None
+
+
+def _cannot_listen(setting: str, host: str, port: int, error: OSError | None) -> CannotListen:
+    if error is not None and error.errno == errno.EADDRINUSE:
+        return CannotListen(setting, f"port {port} is already in use", in_use=True)
+    reason = f" ({error.strerror})" if error is not None and error.strerror else ""
+    return CannotListen(setting, f"cannot listen on {host}:{port}{reason}", in_use=False)
 
 
 async def serve(config: ServerConfig) -> None:

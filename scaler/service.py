@@ -6,18 +6,27 @@ This module is the one boundary where the project's errors become gRPC status co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
 
-from scaler.errors import InvalidMetadata, QueueMisconfigured, ScalerError, Unavailable
+from scaler import logs
+from scaler.errors import (
+    InvalidMetadata,
+    QueueMisconfigured,
+    ResourceExhausted,
+    ScalerError,
+    Unavailable,
+)
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.policy import Decision, PolicyState, decide
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
@@ -43,6 +52,8 @@ def status_of(error: Exception) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.INVALID_ARGUMENT, f"invalid trigger metadata: {error}"
     if isinstance(error, QueueMisconfigured):
         return grpc.StatusCode.FAILED_PRECONDITION, str(error)
+    if isinstance(error, ResourceExhausted):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, str(error)
     if isinstance(error, Unavailable):
         return grpc.StatusCode.UNAVAILABLE, str(error)
     return grpc.StatusCode.INTERNAL, f"internal error: {error!r}"
@@ -113,6 +124,31 @@ def _decision_fields(
     }
 
 
+def _decision_text(key: TriggerKey, signals: QueueSignals, decision: Decision) -> str:
+    """A decision for a person: its figures as people write them, the unknown ones said so,
+    and the counts the format does not show left out."""
+    namespace, name, spec = key
+    parts = [f"depth={'unknown' if signals.depth is None else signals.depth}"]
+    if signals.in_flight is not None:
+        parts.append(f"in_flight={signals.in_flight}")
+    age, arrivals, completions = signals.oldest_age, signals.arrival_rate, signals.completion_rate
+    parts += [
+        logs.figure("age", age.value, "s", age.precision),
+        logs.figure("arrivals", arrivals.value, "/s", arrivals.precision),
+        logs.figure("completions", completions.value, "/s", completions.precision),
+        logs.figure("drain", signals.time_to_drain.value, "s", signals.time_to_drain.precision),
+    ]
+    if signals.consumers is not None:
+        parts.append(f"consumers={signals.consumers}")
+    if decision.ceiling is not None:
+        parts.append(f"ceiling={decision.ceiling}")
+    workers = f"{decision.desired_workers} worker{'' if decision.desired_workers == 1 else 's'}"
+    return (
+        f"{namespace}/{name} {spec.source.describe()}: {workers} ({decision.reason_text}); "
+        + " ".join(parts)
+    )
+
+
 #: a trigger KEDA asks about, by namespace, ScaledObject and spec
 TriggerKey = tuple[str, str, TriggerSpec]
 
@@ -138,8 +174,12 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         *,
         first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT,
         idle_after: float = IDLE_AFTER,
+        limits: Limits | None = None,
     ) -> None:
         self._samplers = samplers
+        self._limits = limits or Limits()
+        #: StreamIsActive streams open now
+        self._streams = 0
         self._metrics = metrics
         self._profiles = dict(profiles)
         self._first_sample_timeout = first_sample_timeout
@@ -219,8 +259,9 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         every second while active. Ends with OK when the server shuts down."""
         try:
             spec = self.spec_of(request)
+            self._check_stream_room()
             sampler = self._samplers.get(spec)
-            with sampler.watched():
+            with self._stream_open(), sampler.watched():
                 last: bool | None = None
                 last_sent = 0.0
                 loop = asyncio.get_running_loop()
@@ -238,7 +279,24 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
 
     # -- shared steps -------------------------------------------------------------------------
 
+    def _check_stream_room(self) -> None:
+        if self._streams >= self._limits.max_streams:
+            raise ResourceExhausted(
+                f"this scaler has {self._streams} StreamIsActive streams open, its limit "
+                "(--max-streams); KEDA retries later, or the operator raises the limit"
+            )
+
+    @contextlib.contextmanager
+    def _stream_open(self) -> Iterator[None]:
+        """Counts one open stream while the block runs."""
+        self._streams += 1
+        try:
+            yield
+        finally:
+            self._streams -= 1
+
     def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
+        self._limits.check_metadata(ref.scalerMetadata)  # before the cache keeps a large map
         return self._parse(frozenset(ref.scalerMetadata.items()))
 
     def _parse_uncached(self, items: frozenset[tuple[str, str]]) -> TriggerSpec:
@@ -292,16 +350,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         level = logging.INFO if trigger.logged != summary else logging.DEBUG
         trigger.logged = summary
         if log.isEnabledFor(level):
-            log.log(
-                level,
-                "%s/%s %s: %d workers (%s); depth=%s in_flight=%s age=%s (%s) arrivals=%s/s "
-                "completions=%s/s drain=%s consumers=%s ceiling=%s",
-                key[0], key[1], spec.source.describe(), decision.desired_workers, decision.reason_text,
-                signals.depth, signals.in_flight, signals.oldest_age.value, signals.oldest_age.precision,
-                signals.arrival_rate.value, signals.completion_rate.value, signals.time_to_drain.value,
-                signals.consumers, decision.ceiling,
-                extra=_decision_fields(key[0], key[1], spec, signals, decision),
-            )  # fmt: skip
+            fields = _decision_fields(key[0], key[1], spec, signals, decision)
+            log.log(level, "%s", _decision_text(key, signals, decision), extra=fields)
 
     async def _next_sample_or_shutdown(self, sample: Awaitable[None]) -> None:
         shutdown = asyncio.ensure_future(self.shutting_down.wait())

@@ -148,15 +148,13 @@ class TriggerSpec:
 
 
 def parse_metadata(
-    metadata: Mapping[str, str],
-    profiles: Mapping[str, str] | None = None,
-    *,
-    require_capacity: bool = True,
+    metadata: Mapping[str, str], profiles: Mapping[str, str] | None = None
 ) -> TriggerSpec:
     """Parse KEDA's ``scalerMetadata`` into a spec, or raise :class:`InvalidMetadata`.
 
-    ``profiles`` maps connection profile names to URLs (the scaler's own configuration).
-    ``require_capacity=False`` lets ``probe`` show a queue before its capacity keys are set.
+    ``profiles`` maps connection profile names to URLs (the scaler's own configuration). The
+    server, ``probe``, ``check`` and the simulator all parse with this, so they accept and refuse
+    the same triggers with the same messages.
     """
     values = _resolve_keys(metadata)
     reader = _Reader(values)
@@ -180,7 +178,7 @@ def parse_metadata(
         rate_window=reader.duration("rateWindow", DEFAULT_RATE_WINDOW, positive=True),
         sample_interval=_parse_sample_interval(reader),
     )
-    _check_consistency(spec, values, require_capacity=require_capacity)
+    _check_consistency(spec, values)
     return spec
 
 
@@ -543,9 +541,7 @@ def _parse_dependencies(text: str | None) -> tuple[Dependency, ...]:
     return tuple(deps)
 
 
-def _check_consistency(
-    spec: TriggerSpec, values: Mapping[str, str], *, require_capacity: bool
-) -> None:
+def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
     info = FORMATS[spec.source.format]
     ceiling, limiter = spec.ceiling
     if spec.max_workers is not None and spec.min_workers > spec.max_workers:
@@ -571,8 +567,7 @@ def _check_consistency(
             "directly), or drop maxWorkers/dependencies and set the ScaledObject's maxReplicaCount",
         )
     if (
-        require_capacity
-        and spec.metric is Metric.WORKERS
+        spec.metric is Metric.WORKERS
         and spec.worker_throughput is None
         and not info.reports_consumers
     ):

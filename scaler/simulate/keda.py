@@ -1,8 +1,11 @@
-"""KEDA's scale loop and the HPA's replica maths, as ../shared/reference/keda.md documents them.
+"""KEDA's scale loop and the HPA's replica maths, after KEDA v2.20's code and docs
+(``pkg/scaling/executor/scale_scaledobjects.go``, keda.sh's "Scaling Deployments") and
+Kubernetes' HPA (``pkg/controller/podautoscaler/replica_calculator.go``, and the
+"Horizontal Pod Autoscaling" page of kubernetes.io for the default behaviour).
 
 Pure: the caller passes the time, the metric and the pod counts in and applies the answer. The
-simulator drives these for every KEDA-based policy, and the real scaling loop's test drives the
-same code with metrics read over gRPC.
+simulator drives these for every KEDA-based policy, and :mod:`scaler.demo.keda_loop` (the demo,
+the real scaling loop's test) drives the same code with metrics read over gRPC.
 
 - :class:`KedaLoop`: every ``pollingInterval``, activation 0 -> 1 when the scaler is active, and
   back to 0 once ``cooldownPeriod`` has passed since it was last active (``minReplicaCount`` 0).

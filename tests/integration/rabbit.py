@@ -73,7 +73,7 @@ def rabbit(url: str) -> Iterator[Rabbit]:
 
 def spec_for(url: str, queue: str, **extra: str) -> TriggerSpec:
     metadata = {"url": url, "queue": queue, "sampleInterval": "1s", "rateWindow": "10s", **extra}
-    return parse_metadata(metadata, require_capacity=False)
+    return parse_metadata(metadata)
 
 
 @dataclass

@@ -11,9 +11,12 @@ import time
 import uuid
 from pathlib import Path
 
+import grpc
 import pytest
 import redis.asyncio as aioredis
 
+from scaler.generated import externalscaler_pb2 as pb
+from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.probe import probe
 
 pytestmark = pytest.mark.integration
@@ -133,3 +136,30 @@ def test_probe_cli_prints_json_and_fails_clearly_on_bad_input(redis_url: str) ->
     )
     assert bad.returncode == 2
     assert "format" in bad.stderr and "did you mean 'sidekiq'" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        pytest.param({"format": "sidekiq"}, id="sidekiq without workerThroughput"),
+        pytest.param({"format": "rq", "tragetAge": "30s"}, id="a misspelt key"),
+        pytest.param({"format": "rq", "targetAge": "soon"}, id="a bad duration"),
+        pytest.param({"format": "rq", "minWorkers": "5", "maxWorkers": "2"}, id="bounds crossed"),
+    ],
+)
+async def test_probe_refuses_what_the_server_refuses_with_the_same_message(
+    redis_url: str, stub: pb_grpc.ExternalScalerAsyncStub, metadata: dict[str, str]
+) -> None:
+    metadata = {"url": redis_url, "queue": "qas-probe-refused"} | metadata
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.GetMetricSpec(
+            pb.ScaledObjectRef(name="refused", namespace="default", scalerMetadata=metadata)
+        )
+    exe = str(Path(sys.executable).parent / "queue-age-scaler")
+    pairs = [f"{key}={value}" for key, value in metadata.items()]
+    done = subprocess.run(
+        [exe, "probe", "--duration", "1", *pairs], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 2, done.stdout
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert done.stderr == f"probe: INVALID_ARGUMENT: {refused.value.details()}\n"

@@ -2,7 +2,8 @@
 real PostgreSQL (through a role whose CONNECTION LIMIT is the dependency's limit), the real
 server, and KEDA and the HPA emulated with the simulator's own KEDA and HPA maths, calling the
 server over gRPC as KEDA does (GetMetricSpec, GetMetrics, IsActive every polling interval) and
-starting and stopping worker processes (SIGTERM, then the worker drains).
+starting and stopping worker processes (SIGTERM, then the worker drains): scaler/demo/keda_loop.py,
+the emulator scripts/demo runs too.
 
 A backlog of 360 jobs, then 6 jobs/s: the scaler would like about 5 workers to drain it within
 ``targetDrainTime``, but PostgreSQL allows 6 connections to the role and each worker holds 2,
@@ -15,16 +16,12 @@ ceiling; PostgreSQL never refused a connection; every job ran exactly once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -32,16 +29,10 @@ import psycopg
 import pytest
 import redis.asyncio as aioredis
 
-from scaler.generated import externalscaler_pb2 as pb
+from scaler.demo.keda_loop import EmulatedKeda
+from scaler.demo.processes import ProcessGroup, WorkerFleet
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.server import ServerConfig, running_server
-from scaler.simulate.keda import (
-    HorizontalPodAutoscaler,
-    KedaLoop,
-    MetricType,
-    PodCounts,
-    replicas_for,
-)
 from scaler.simulate.scenario import Hpa, Keda
 
 pytestmark = pytest.mark.integration
@@ -83,45 +74,6 @@ def postgres_role() -> Iterator[str]:
             admin.execute(f"DROP ROLE {role}")
 
 
-@dataclass
-class Fleet:
-    """Worker processes, as a Deployment would run them."""
-
-    redis_url: str
-    queue: str
-    dsn: str
-    running: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    draining: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    most_alive: int = 0
-
-    def scale(self, replicas: int) -> None:
-        while len(self.running) < replicas:
-            command = [sys.executable, "-m", "tests.integration.loop_worker", self.redis_url,
-                       self.queue, self.dsn, str(PER_WORKER)]  # fmt: skip
-            self.running.append(subprocess.Popen(command, cwd=ROOT))
-        while len(self.running) > replicas:
-            newest = self.running.pop()
-            newest.send_signal(signal.SIGTERM)
-            self.draining.append(newest)
-        self.watch()
-
-    def watch(self) -> None:
-        self.draining = [p for p in self.draining if p.poll() is None]
-        self.most_alive = max(self.most_alive, self.alive)
-
-    @property
-    def alive(self) -> int:
-        return sum(1 for p in self.running + self.draining if p.poll() is None)
-
-    def stop(self) -> None:
-        self.scale(0)
-        for process in self.draining:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(10)
-            if process.poll() is None:
-                process.kill()
-
-
 async def _produce(client: aioredis.Redis, queue: str) -> int:
     """The backlog at once, then a steady rate; returns how many jobs were enqueued."""
 
@@ -138,45 +90,6 @@ async def _produce(client: aioredis.Redis, queue: str) -> int:
             sent = due
         await asyncio.sleep(0.05)
     return sent
-
-
-async def _emulate_keda(
-    stub: pb_grpc.ExternalScalerAsyncStub,
-    metadata: dict[str, str],
-    fleet: Fleet,
-    until: asyncio.Event,
-) -> list[str]:
-    """KEDA's polling and the HPA's syncs, with the simulator's maths; returns what it did."""
-    ref = pb.ScaledObjectRef(name="workers", namespace="loop", scalerMetadata=metadata)
-    keda = KedaLoop(KEDA)
-    hpa = HorizontalPodAutoscaler(HPA, KEDA.min_replica_count, KEDA.max_replica_count)
-    replicas, log, started = 0, [], time.monotonic()
-    while not until.is_set():
-        now = time.monotonic() - started
-        if keda.due(now):
-            spec = await stub.GetMetricSpec(ref)
-            name, target = spec.metricSpecs[0].metricName, spec.metricSpecs[0].targetSizeFloat
-            await stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref, metricName=name))
-            active = (await stub.IsActive(ref)).result
-            replicas = keda.poll(now, active, replicas)
-        if hpa.due(now) and replicas:
-            spec = await stub.GetMetricSpec(ref)
-            name, target = spec.metricSpecs[0].metricName, spec.metricSpecs[0].targetSizeFloat
-            answer = await stub.GetMetrics(
-                pb.GetMetricsRequest(scaledObjectRef=ref, metricName=name)
-            )
-            value = answer.metricValues[0].metricValueFloat
-            pods = PodCounts(replicas, len(fleet.running))
-            recommendation = replicas_for(
-                MetricType.AVERAGE_VALUE, value, target, pods, HPA.tolerance
-            )
-            replicas = hpa.desired(now, recommendation, replicas)
-        if replicas != len(fleet.running):
-            log.append(f"{now:5.1f}s: {len(fleet.running)} -> {replicas} workers")
-            fleet.scale(replicas)
-        fleet.watch()
-        await asyncio.sleep(0.25)
-    return log
 
 
 @pytest.mark.timeout(150)
@@ -198,7 +111,10 @@ async def test_real_scaling_loop_against_postgres(redis_url: str, postgres_role:
         "rateWindow": "10s",
     }
     client = aioredis.Redis.from_url(redis_url)
-    fleet = Fleet(redis_url, queue, postgres_role)
+    worker = [sys.executable, "-m", "tests.integration.loop_worker", redis_url, queue,
+              postgres_role, str(PER_WORKER)]  # fmt: skip
+    group = ProcessGroup()
+    fleet = WorkerFleet(worker, group, cwd=ROOT)
     config = ServerConfig(host="127.0.0.1", port=0, metrics_port=None, grace=2.0)
     done = asyncio.Event()
     try:
@@ -206,9 +122,9 @@ async def test_real_scaling_loop_against_postgres(redis_url: str, postgres_role:
             running_server(config) as server,
             grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
         ):
-            keda = asyncio.create_task(
-                _emulate_keda(pb_grpc.ExternalScalerStub(channel), metadata, fleet, done)
-            )
+            keda = EmulatedKeda(pb_grpc.ExternalScalerStub(channel), metadata, fleet, KEDA, HPA,
+                                namespace="loop")  # fmt: skip
+            emulating = asyncio.create_task(keda.run(done))
             sent = await _produce(client, queue)
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and await client.hlen(f"{queue}:runs") < sent:
@@ -217,15 +133,18 @@ async def test_real_scaling_loop_against_postgres(redis_url: str, postgres_role:
             while time.monotonic() < deadline + 25 and fleet.alive:
                 await asyncio.sleep(0.5)
             done.set()
-            log = await keda
+            await emulating
+        log = keda.log
         runs = {int(k): int(v) for k, v in (await client.hgetall(f"{queue}:runs")).items()}
         waits = [float(v) for v in (await client.hgetall(f"{queue}:waits")).values()]
         refused = [str(r) for r in await client.lrange(f"{queue}:refused", 0, -1)]
     finally:
         fleet.stop()
+        group.kill()
         await client.delete(queue, f"{queue}:runs", f"{queue}:waits", f"{queue}:refused")
         await client.aclose()
 
+    assert keda.errors == [], keda.errors
     assert refused == [], f"PostgreSQL refused connections: {refused[:3]}"
     assert fleet.most_alive <= CEILING, log
     assert fleet.most_alive == CEILING, (

@@ -79,8 +79,9 @@ async def open_queue(redis_url: str) -> AsyncIterator[OpenQueue]:
     adapters: list[QueueAdapter] = []
 
     def open_(format_name: str, queue: str, url: str = redis_url, **layout: str) -> QueueAdapter:
-        metadata = {"url": url, "queue": queue, "format": format_name, **layout}
-        adapter = open_adapter(parse_metadata(metadata, require_capacity=False).source)
+        # a whole trigger, as the server parses it; only its source is used
+        metadata = {"url": url, "queue": queue, "format": format_name, "workerThroughput": "1"}
+        adapter = open_adapter(parse_metadata(metadata | layout).source)
         adapters.append(adapter)
         return adapter
 

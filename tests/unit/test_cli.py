@@ -49,3 +49,16 @@ def test_tls_options_go_together(
     with pytest.raises(SystemExit):
         main(["serve", *args])
     assert message in capsys.readouterr().err
+
+
+def test_the_top_level_help_lists_every_command_in_plain_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    shown = capsys.readouterr().out
+    for command in ("serve", "probe", "check", "simulate"):
+        assert f"\n    {command} " in shown, shown
+    assert "``" not in shown and ":class:" not in shown
+    assert max(len(line) for line in shown.splitlines()) <= 80

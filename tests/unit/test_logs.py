@@ -1,4 +1,5 @@
-"""The JSON log format: one object a line, with the fields a call passes as ``extra``."""
+"""The log formats: JSON, one object a line with the fields a call passes as ``extra``; text, with
+figures as people write them."""
 
 from __future__ import annotations
 
@@ -6,8 +7,16 @@ import json
 import logging
 import math
 import sys
+from typing import Any
 
-from scaler.logs import JsonFormatter
+import pytest
+
+from brokers.base import Precision
+from scaler.logs import JsonFormatter, figure
+from scaler.policy import PolicyState, decide
+from scaler.service import _decision_text
+from scaler.signals import Figure, QueueSignals
+from scaler.spec import parse_metadata
 
 
 def record(message: str, *args: object, **extra: object) -> logging.LogRecord:
@@ -59,3 +68,46 @@ def test_an_exception_is_a_field() -> None:
         )
     assert entry["message"] == "failed"
     assert "ValueError: boom" in entry["exception"]
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (("age", 143.38741779327393, "s"), "age=143.4s"),
+        (("age", 3.0, "s"), "age=3s"),
+        (("age", 143.38741779327393, "s", Precision.LOWER_BOUND), "age>=143.4s"),
+        (("age", 12.04, "s", Precision.ESTIMATE), "age=12s (estimate)"),
+        (("age", None, "s", Precision.UNKNOWN), "age=unknown"),
+        (("drain", math.inf, "s"), "drain=never"),
+        (("arrivals", 2.5, "/s"), "arrivals=2.5/s"),
+        (("arrivals", 0.0333333, "/s"), "arrivals=0.03/s"),
+        (("arrivals", 0.0, "/s"), "arrivals=0/s"),
+        (("arrivals", None, "/s", Precision.UNKNOWN), "arrivals=unknown"),
+    ],
+)
+def test_figures_read_as_people_write_them(args: tuple[Any, ...], shown: str) -> None:
+    assert figure(*args) == shown
+
+
+def test_a_decision_line_says_unknown_and_leaves_out_what_the_format_does_not_show() -> None:
+    spec = parse_metadata(
+        {"url": "redis://localhost", "queue": "default", "format": "sidekiq"}
+        | {"workerThroughput": "2", "maxWorkers": "20"}
+    )
+    signals = QueueSignals(
+        observed_at=0.0,
+        depth=120,
+        in_flight=None,
+        consumers=None,
+        oldest_age=Figure(143.38741779327393, Precision.EXACT, "payload:enqueued_at"),
+        arrival_rate=Figure.unknown(),
+        completion_rate=Figure(1.8571428, Precision.LOWER_BOUND, "list-marker"),
+        time_to_drain=Figure.unknown(),
+        rate_span=30.0,
+    )
+    decision, _ = decide(signals, spec, 0.0, PolicyState())
+    text = _decision_text(("shop", "sidekiq-workers", spec), signals, decision)
+    assert text == (
+        "shop/sidekiq-workers redis queue 'default' (sidekiq): 1 worker (draining backlog); "
+        "depth=120 age=143.4s arrivals=unknown completions>=1.86/s drain=unknown ceiling=20"
+    )

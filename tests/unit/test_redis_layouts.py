@@ -10,8 +10,9 @@ from scaler.spec import parse_metadata
 
 
 def layout(format_name: str, queue: str, **keys: str) -> tuple[str, End]:
+    # a whole trigger, as the server parses it; only its source is used
     metadata = {"url": "redis://localhost", "queue": queue, "format": format_name, **keys}
-    found = layout_for(parse_metadata(metadata, require_capacity=False).source)
+    found = layout_for(parse_metadata(metadata | {"workerThroughput": "1"}).source)
     return found.list_key, found.oldest_end
 
 

@@ -25,13 +25,10 @@ def _source(queue: str, fmt: str, prefix: str, end: End, url: str = URL) -> Queu
 
 
 def _invalid(
-    metadata: Mapping[str, str],
-    profiles: Mapping[str, str] | None = None,
-    *,
-    require_capacity: bool = True,
+    metadata: Mapping[str, str], profiles: Mapping[str, str] | None = None
 ) -> InvalidMetadata:
     with pytest.raises(InvalidMetadata) as info:
-        parse_metadata(metadata, profiles, require_capacity=require_capacity)
+        parse_metadata(metadata, profiles)
     return info.value
 
 
@@ -266,12 +263,6 @@ def test_capacity(extra: dict[str, str], throughput: float | None, concurrency: 
     spec = parse_metadata({"url": URL, "queue": "q", "format": "rq"} | extra)
     assert spec.worker_throughput == pytest.approx(throughput)
     assert spec.worker_concurrency == concurrency
-
-
-def test_require_capacity_false_allows_sidekiq_without_throughput() -> None:
-    spec = parse_metadata({"url": URL, "queue": "q", "format": "sidekiq"}, require_capacity=False)
-    assert spec.worker_throughput is None
-    assert spec.metric is Metric.WORKERS
 
 
 @pytest.mark.parametrize(
