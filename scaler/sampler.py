@@ -1,8 +1,11 @@
 """One sampler per queue, shared by every trigger that names it.
 
-A sampler reads its queue on its own schedule and keeps a short history of snapshots; RPCs
-read that history and never wait on the broker once the queue is warm. A sampler nobody asked
-about for a long while stops and releases its connection.
+A sampler reads its queue on its own schedule and keeps a bounded history of snapshots; RPCs
+read that history and never wait on the broker once the queue is warm. It samples at the
+shortest ``sampleInterval`` among the live triggers on the queue and keeps the longest
+``rateWindow`` among them (:mod:`scaler.sample_schedule`); a faster trigger takes effect at once.
+A failing source backs off. A sampler nobody asked about for a long while stops and releases its
+connection; at shutdown every sampler stops within a bounded time, whatever it waits on.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from brokers.base import QueueAdapter, QueueSnapshot
 from scaler.arrival_history import ArrivalHistory
@@ -24,8 +27,10 @@ from scaler.errors import (
     ScalerError,
     Unavailable,
 )
+from scaler.failure_log import REPORT_EVERY, FailureLog
 from scaler.limits import Limits
 from scaler.metrics import Metrics
+from scaler.sample_schedule import LIVE_FOR, Demand, Demands, pause_after
 from scaler.spec import QueueSource, TriggerSpec
 
 log = logging.getLogger(__name__)
@@ -36,68 +41,107 @@ IDLE_AFTER = 600.0
 STALE_AFTER_INTERVALS = 3
 #: while a StreamIsActive watches a queue, sample at least this often
 WATCHED_INTERVAL = 0.25
-#: the shortest bound on one broker round trip
+#: the bounds on one broker round trip (otherwise STALE_AFTER_INTERVALS intervals)
 MIN_SAMPLE_TIMEOUT = 2.0
+MAX_SAMPLE_TIMEOUT = 10.0
+#: the most snapshots a queue's history keeps, whatever rate window its triggers ask for
+MAX_HISTORY = 10_000
+#: the longest wait for an adapter to release its connection when its sampler stops
+ADAPTER_CLOSE_TIMEOUT = 1.0
 
 AdapterFactory = Callable[[QueueSource], QueueAdapter]
 
 
 class Sampler:
-    """Samples one queue every ``interval`` seconds into a bounded history."""
+    """Samples one queue at the pace of its live triggers into a bounded history."""
 
     def __init__(
         self,
         source: QueueSource,
         adapter: QueueAdapter,
         metrics: Metrics,
+        first: Demand,
         *,
-        interval: float,
-        window: float,
         idle_after: float = IDLE_AFTER,
+        live_for: float = LIVE_FOR,
+        max_history: int = MAX_HISTORY,
+        report_every: float = REPORT_EVERY,
     ) -> None:
+        if max_history < 2:
+            raise ValueError(f"max_history must be at least 2 snapshots, not {max_history}")
         self.source = source
-        self.interval = interval
-        self.window = window
         self.idle_after = idle_after
         self.last_error: ScalerError | None = None
+        #: failed samples in a row (0 after a success): the backoff
+        self.failures = 0
         self._adapter = adapter
         self._metrics = metrics
-        self._history: collections.deque[QueueSnapshot] = collections.deque()
+        self._demands = Demands(first, time.monotonic(), live_for=live_for)
+        self._history: collections.deque[QueueSnapshot] = collections.deque(maxlen=max_history)
         #: the longer history of arrivals that estimates ages where jobs carry no timestamp
         self.arrivals = ArrivalHistory()
+        self._failure_log = FailureLog(log, source.describe(), every=report_every)
         self._last_success = 0.0  # monotonic time of the newest snapshot
         self._last_asked = time.monotonic()
+        self._started_at = 0.0  # monotonic time the last sample started
+        self._sampling = False
         self._watchers = 0
+        self._stopping = False
+        #: set once the first sample has succeeded or failed
         self._first = asyncio.Event()
         self._changed = asyncio.Event()
-        #: set when a stream starts watching, so that the loop does not sleep out a long interval
-        self._watch_started = asyncio.Event()
+        #: set when the pause before the next sample may have become shorter (a faster trigger,
+        #: a stream started watching) or the sampler should stop
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     # -- what triggers do ------------------------------------------------------------------
 
-    def ask(self, spec: TriggerSpec) -> None:
-        """Note a request: keeps the sampler alive and honours the spec's interval and window."""
-        self._last_asked = time.monotonic()
-        self.interval = min(self.interval, spec.sample_interval)
-        self.window = max(self.window, spec.rate_window)
+    @property
+    def interval(self) -> float:
+        """The shortest sample interval among the live triggers: freshness is judged by it."""
+        return self._demands.interval(time.monotonic())
+
+    @property
+    def window(self) -> float:
+        """The longest rate window among the live triggers: the history covers it."""
+        return self._demands.window(time.monotonic())
+
+    def ask(self, interval: float, window: float) -> None:
+        """Note a trigger's request: keeps the sampler alive and its demand live. An interval
+        shorter than the one followed so far takes effect now, not after the current pause."""
+        now = time.monotonic()
+        self._last_asked = now
+        before = self._demands.interval(now)
+        self._demands.ask(Demand(interval, window), now)
+        if interval < before:
+            self._wake.set()
 
     async def history(self, first_timeout: float) -> Sequence[QueueSnapshot]:
-        """The recent snapshots, oldest first; raises Unavailable when there is no fresh one."""
+        """The recent snapshots, oldest first; raises Unavailable when there is no fresh one.
+
+        The first request waits for the queue's first sample, up to ``first_timeout``; so does a
+        request that finds the newest snapshot too old while the source is healthy and a sample
+        is under way or due within that time (the first at a faster trigger's interval). A
+        failing source is answered at once, with its last error."""
         if not self._first.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._first.wait(), first_timeout)
+                async with asyncio.timeout(first_timeout):
+                    await self._first.wait()
+        elif self._too_old() and self.last_error is None and self._due_within(first_timeout):
+            await self.wait_for_sample(first_timeout)
         if isinstance(self.last_error, QueueMisconfigured):  # not a blip: the newest sample's
             raise QueueMisconfigured(str(self.last_error))  # answer, whatever came before
         if not self._history:
             detail = f": {self.last_error}" if self.last_error else ""
             raise SampleStale(f"no sample of {self.source.describe()} yet{detail}")
-        age = time.monotonic() - self._last_success
-        if age > STALE_AFTER_INTERVALS * self.interval:
+        if self._too_old():
+            age = time.monotonic() - self._last_success
             detail = f"; last error: {self.last_error}" if self.last_error else ""
             raise SampleStale(
                 f"the newest sample of {self.source.describe()} is {age:.1f}s old "
-                f"(more than {STALE_AFTER_INTERVALS} sample intervals){detail}"
+                f"(more than {STALE_AFTER_INTERVALS} sample intervals of {self.interval:g}s)"
+                f"{detail}"
             )
         return self._history  # read it before the next await: the sampler appends to it
 
@@ -105,29 +149,52 @@ class Sampler:
         """Return after the next sample (or error), or after ``timeout``."""
         changed = self._changed
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await changed.wait()
 
     @contextlib.contextmanager
-    def watched(self) -> collections.abc.Iterator[None]:
+    def watched(self) -> Iterator[None]:
         """While a stream watches, sample at least every ``WATCHED_INTERVAL`` seconds."""
         self._watchers += 1
-        self._watch_started.set()
+        self._wake.set()
         try:
             yield
         finally:
             self._watchers -= 1
             self._last_asked = time.monotonic()
 
+    def _too_old(self) -> bool:
+        age = time.monotonic() - self._last_success
+        return age > STALE_AFTER_INTERVALS * self.interval
+
+    def _due_within(self, seconds: float) -> bool:
+        """A sample is under way, or the next one is due within ``seconds``."""
+        due = self._started_at + self._pause()
+        return self._sampling or due - time.monotonic() <= seconds
+
+    def _pause(self) -> float:
+        """The pause from one sample's start to the next's, as things stand now."""
+        interval = self.interval
+        if self._watchers:
+            interval = min(interval, WATCHED_INTERVAL)
+        return pause_after(interval, self.failures)
+
     # -- the loop --------------------------------------------------------------------------
 
     def start(self, on_stop: Callable[[Sampler], None]) -> None:
         self._task = asyncio.create_task(self._run(on_stop), name=f"sampler {self.source.queue}")
 
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def aclose(self, timeout: float) -> bool:
+        """Stop sampling and release the connection, within ``timeout`` seconds whatever the
+        loop waits on; False when it did not end in that time (it is then left cancelled)."""
+        self._stopping = True  # a cancellation swallowed inside a library still ends the loop
+        self._wake.set()
+        task = self._task
+        if task is None or task.done():
+            return True
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return bool(done)
 
     @property
     def idle(self) -> bool:
@@ -135,25 +202,39 @@ class Sampler:
 
     async def _run(self, on_stop: Callable[[Sampler], None]) -> None:
         try:
-            while not self.idle:
-                started = time.monotonic()
+            while not self._stopping and not self.idle:
                 await self._sample_once()
-                interval = min(self.interval, WATCHED_INTERVAL) if self._watchers else self.interval
-                with contextlib.suppress(TimeoutError):
-                    pause = max(0.0, started + interval - time.monotonic())
-                    await asyncio.wait_for(self._watch_started.wait(), pause)
-                self._watch_started.clear()
-            log.info("stopping the idle sampler of %s", self.source.describe())
+                await self._sleep_until_due()
+            if not self._stopping:
+                log.info("stopping the idle sampler of %s", self.source.describe())
         finally:
             on_stop(self)
             self._metrics.forget_queue(self.source)
-            await asyncio.shield(self._adapter.aclose())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(ADAPTER_CLOSE_TIMEOUT):
+                    await asyncio.shield(self._adapter.aclose())
+
+    async def _sleep_until_due(self) -> None:
+        """Sleep until the next sample is due; a wake-up (a faster trigger, a stream, a stop)
+        has the due time worked out again."""
+        while not self._stopping:
+            self._wake.clear()
+            delay = self._started_at + self._pause() - time.monotonic()
+            if delay <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
 
     async def _sample_once(self) -> None:
-        started = time.monotonic()
-        timeout = max(MIN_SAMPLE_TIMEOUT, self.interval * STALE_AFTER_INTERVALS)
+        self._started_at = started = time.monotonic()
+        self._sampling = True
+        timeout = min(
+            MAX_SAMPLE_TIMEOUT, max(MIN_SAMPLE_TIMEOUT, self.interval * STALE_AFTER_INTERVALS)
+        )
         try:
-            snapshot = await asyncio.wait_for(self._adapter.sample(), timeout)
+            async with asyncio.timeout(timeout):
+                snapshot = await self._adapter.sample()
         except TimeoutError:
             self._failed(
                 BrokerUnavailable(
@@ -163,25 +244,32 @@ class Sampler:
         except ScalerError as error:
             self._failed(error)
         except Exception as error:  # a bug must not kill the sampler; the RPCs will say so
-            log.exception("sampling %s failed unexpectedly", self.source.describe())
-            self._failed(Unavailable(f"sampling {self.source.describe()} failed: {error!r}"))
+            self._failed(
+                Unavailable(f"sampling {self.source.describe()} failed: {error!r}"), cause=error
+            )
         else:
-            self._history.append(snapshot)
-            self._trim()
-            if snapshot.arrivals_total is not None:
-                self.arrivals.add(snapshot.counted_at, snapshot.arrivals_total)
-            self._last_success = time.monotonic()
-            self.last_error = None
-            self._first.set()
-            seconds = time.monotonic() - started
-            self._metrics.record_sample(self.source, snapshot, seconds, self.arrivals)
+            self._succeeded(snapshot, time.monotonic() - started)
+        finally:
+            self._sampling = False
+        self._first.set()
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def _failed(self, error: ScalerError) -> None:
-        if self.last_error is None or str(self.last_error) != str(error):
-            log.warning("sampling %s: %s", self.source.describe(), error)
+    def _succeeded(self, snapshot: QueueSnapshot, seconds: float) -> None:
+        self._history.append(snapshot)
+        self._trim()
+        if snapshot.arrivals_total is not None:
+            self.arrivals.add(snapshot.counted_at, snapshot.arrivals_total)
+        self._last_success = time.monotonic()
+        self.last_error = None
+        self.failures = 0
+        self._failure_log.succeeded()
+        self._metrics.record_sample(self.source, snapshot, seconds, self.arrivals)
+
+    def _failed(self, error: ScalerError, *, cause: Exception | None = None) -> None:
+        self._failure_log.failed(cause or error, time.monotonic())
         self.last_error = error
+        self.failures += 1
         self._metrics.record_sample_error(self.source, type(error).__name__)
 
     def _trim(self) -> None:
@@ -200,11 +288,21 @@ class SamplerRegistry:
         metrics: Metrics,
         *,
         idle_after: float = IDLE_AFTER,
+        live_for: float = LIVE_FOR,
+        max_history: int = MAX_HISTORY,
+        report_every: float = REPORT_EVERY,
         limits: Limits | None = None,
     ) -> None:
+        if max_history < 2:
+            raise ValueError(f"max_history must be at least 2 snapshots, not {max_history}")
         self._open_adapter = open_adapter
         self._metrics = metrics
         self._idle_after = idle_after
+        #: a trigger not asked about for this long (or 3 of its intervals) no longer sets the pace
+        self.live_for = live_for
+        self._max_history = max_history
+        self._report_every = report_every
+        self._closed = False
         self._limits = limits or Limits()
         self._samplers: dict[QueueSource, Sampler] = {}
         #: samplers per broker URL
@@ -217,20 +315,24 @@ class SamplerRegistry:
         """The sampler of ``spec``'s queue, started if needed, noted as asked."""
         sampler = self._samplers.get(spec.source)
         if sampler is None:
+            if self._closed:
+                raise Unavailable("the scaler is shutting down")
             self._check_room(spec.source)
             sampler = Sampler(
                 spec.source,
                 self._open_adapter(spec.source),
                 self._metrics,
-                interval=spec.sample_interval,
-                window=spec.rate_window,
+                Demand(spec.sample_interval, spec.rate_window),
                 idle_after=self._idle_after,
+                live_for=self.live_for,
+                max_history=self._max_history,
+                report_every=self._report_every,
             )
             self._samplers[spec.source] = sampler
             self._per_broker[spec.source.url] += 1
             sampler.start(self._forget)
             log.info("started sampling %s every %gs", spec.source.describe(), spec.sample_interval)
-        sampler.ask(spec)
+        sampler.ask(spec.sample_interval, spec.rate_window)
         return sampler
 
     def _check_room(self, source: QueueSource) -> None:
@@ -256,5 +358,12 @@ class SamplerRegistry:
             if not self._per_broker[sampler.source.url]:
                 del self._per_broker[sampler.source.url]
 
-    async def aclose(self) -> None:
-        await asyncio.gather(*(s.aclose() for s in list(self._samplers.values())))
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """Stop every sampler, within about ``timeout`` seconds in all."""
+        self._closed = True
+        samplers = list(self._samplers.values())
+        ended = await asyncio.gather(*(s.aclose(timeout) for s in samplers))
+        if not all(ended):
+            log.warning(
+                "%d of %d samplers did not stop within %gs", ended.count(False), len(ended), timeout
+            )

@@ -6,10 +6,13 @@ import asyncio
 import contextlib
 import errno
 import logging
+import os
 import signal
 import socket
+import threading
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -34,12 +37,20 @@ from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
 from scaler.tls import TlsFiles, server_credentials
 from scaler.url_policy import OPEN_URLS, UrlPolicy
 
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
 log = logging.getLogger(__name__)
 
 SCALER_SERVICE = pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name
 DEFAULT_PORT = 6000
 DEFAULT_METRICS_PORT = 8080
 DEFAULT_GRACE = 10.0
+#: how long stopping the gRPC server may take past its grace before it is left behind
+STOP_MARGIN = 0.5
+#: a process still running this long after the grace exits anyway, with EXIT_STUCK
+FORCE_EXIT_AFTER_GRACE = 1.5
+EXIT_STUCK = 1
 #: gRPC sets SO_REUSEPORT by default, so a second server on a port in use would start and split
 #: KEDA's calls with the first: off, a taken port is an error
 GRPC_OPTIONS = (("grpc.so_reuseport", 0),)
@@ -92,7 +103,11 @@ async def running_server(
     profiles = as_profiles(config.profiles)
     metrics = Metrics(max_trigger_series=config.limits.max_trigger_series)
     samplers = SamplerRegistry(
-        open_adapter_, metrics, idle_after=config.idle_after, limits=config.limits
+        open_adapter_,
+        metrics,
+        idle_after=config.idle_after,
+        limits=config.limits,
+        max_history=config.max_history_samples,
     )
     probes = ProbeRegistry(metrics, interval=config.probe_interval, idle_after=config.idle_after)
     service = ExternalScalerService(
@@ -141,18 +156,69 @@ async def running_server(
     try:
         yield RunningServer(port, metrics_port, service, metrics, samplers, health_port)
     finally:
-        log.info("shutting down: no new RPCs, %gs for running ones", config.grace)
+        await _shut_down(
+            config.grace,
+            server,
+            health_server,
+            health_servicer,
+            service,
+            samplers,
+            probes,
+            http_server,
+        )
+
+
+async def _shut_down(
+    grace: float,
+    server: grpc.aio.Server,
+    health_server: grpc.aio.Server | None,
+    health_servicer: health.aio.HealthServicer,  # type: ignore[name-defined]
+    service: ExternalScalerService,
+    samplers: SamplerRegistry,
+    probes: ProbeRegistry,
+    http_server: WSGIServer | None,
+) -> None:
+    """Stop everything within ``grace``: health says NOT_SERVING, StreamIsActive streams end with
+    OK at once, running RPCs get the grace, the samplers and the dependency probes stop meanwhile
+    (each within the grace, whatever it waits on), and the metrics port closes last, whatever
+    happened before."""
+    log.info("shutting down: no new RPCs, %gs for running ones", grace)
+    try:
         await health_servicer.enter_graceful_shutdown()
-        service.shutting_down.set()  # StreamIsActive streams end with OK
-        await server.stop(config.grace)
-        if health_server is not None:
-            await health_server.stop(0)
-        await samplers.aclose()
-        await probes.aclose()
+        service.shutting_down.set()
+        servers = [server] if health_server is None else [server, health_server]
+        await asyncio.gather(
+            *(_stop_grpc(s, grace) for s in servers), samplers.aclose(grace), probes.aclose(grace)
+        )
+    finally:
         if http_server is not None:
             http_server.shutdown()
             http_server.server_close()
-        log.info("stopped")
+    log.info("stopped")
+
+
+async def _stop_grpc(server: grpc.aio.Server, grace: float) -> None:
+    """``server.stop(grace)``, and not a moment longer than the grace and a margin."""
+    try:
+        async with asyncio.timeout(grace + STOP_MARGIN):
+            await server.stop(grace)
+    except TimeoutError:
+        log.warning("the gRPC server did not stop within %gs of the grace", STOP_MARGIN)
+
+
+def _exit_after(seconds: float) -> None:
+    """The last resort: unless the process has ended ``seconds`` from now (something ignored
+    its cancellation, a thread never returned), log it and exit with ``EXIT_STUCK``."""
+
+    def force() -> None:
+        log.error("shutdown did not end within %gs; exiting with status %d", seconds, EXIT_STUCK)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(EXIT_STUCK)
+
+    timer = threading.Timer(seconds, force)
+    timer.daemon = True  # does not keep a process that ended in time
+    timer.start()
 
 
 def _warn_about_open_access(urls: UrlPolicy, profiles: Mapping[str, Profile]) -> None:
@@ -236,10 +302,12 @@ def _cannot_listen(setting: str, host: str, port: int, error: OSError | None) ->
 
 
 async def serve(config: ServerConfig) -> None:
-    """Run until SIGTERM or SIGINT."""
+    """Run until SIGTERM or SIGINT, then stop within the grace; a process still running
+    ``FORCE_EXIT_AFTER_GRACE`` seconds after the grace exits with status ``EXIT_STUCK``."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with running_server(config):
         await stop.wait()
+        _exit_after(config.grace + FORCE_EXIT_AFTER_GRACE)

@@ -300,7 +300,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                         last, last_sent = active, now
                     await self._next_sample_or_shutdown(sampler.wait_for_sample(STREAM_REPEAT))
         except ScalerError as error:
-            await self._abort("StreamIsActive", error, context)
+            if not self.shutting_down.is_set():  # at shutdown the stream ends with OK
+                await self._abort("StreamIsActive", error, context)
 
     # -- shared steps -------------------------------------------------------------------------
 

@@ -76,11 +76,15 @@ class Probe:
     def start(self, on_stop: Callable[[Probe], None]) -> None:
         self._task = asyncio.create_task(self._run(on_stop), name=f"probe {self.name}")
 
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def aclose(self, timeout: float) -> bool:
+        """Stop reading, within ``timeout`` seconds whatever the reading waits on (a driver in a
+        thread); False when it did not end in that time (it is then left cancelled)."""
+        task = self._task
+        if task is None or task.done():
+            return True
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return bool(done)
 
     async def _run(self, on_stop: Callable[[Probe], None]) -> None:
         try:
@@ -175,5 +179,11 @@ class ProbeRegistry:
             if known is probe:
                 del self._probes[key]
 
-    async def aclose(self) -> None:
-        await asyncio.gather(*(probe.aclose() for probe in list(self._probes.values())))
+    async def aclose(self, timeout: float = PROBE_TIMEOUT) -> None:
+        """Stop every probe, within about ``timeout`` seconds in all."""
+        probes = list(self._probes.values())
+        ended = await asyncio.gather(*(probe.aclose(timeout) for probe in probes))
+        if not all(ended):
+            log.warning(
+                "%d of %d probes did not stop within %gs", ended.count(False), len(ended), timeout
+            )
