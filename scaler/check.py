@@ -25,6 +25,7 @@ set. Exit status 1 when there is a problem, 0 otherwise (warnings alone do not f
 from __future__ import annotations
 
 import enum
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ TRIGGER_TYPES = ("external", "external-push")
 PLACEHOLDER_URLS = {"redis": "redis://offline-check:6379/0", "rabbitmq": "amqp://offline-check/"}
 #: stands in for a profile named by connectionFromEnv
 PLACEHOLDER_PROFILE = "offline-check"
+#: the profile a probed dependency names (``postgres=probe:orders-pg|100/5``)
+PROBE_PROFILE = re.compile(r"=\s*probe:([A-Za-z0-9_.-]+)")
 #: stands in for another key's value that KEDA resolves from the workload's environment
 PLACEHOLDER_VALUE = "1"
 
@@ -370,6 +373,7 @@ def _parse(
             known[PLACEHOLDER_PROFILE] = placeholder
         else:
             values[key] = PLACEHOLDER_VALUE
+    offline = not known
     connection = values.get("connection")
     if connection and "connection" not in from_env and connection not in known and not known:
         known[connection] = placeholder
@@ -380,6 +384,16 @@ def _parse(
                 f"--profile {connection} or --connections-dir to check it",
             )
         )
+    if offline and "dependencies" not in from_env:
+        for probe in PROBE_PROFILE.findall(values.get("dependencies", "")):
+            known[probe] = PLACEHOLDER_URLS["redis"]
+            findings.append(
+                where.warning(
+                    f"{at}.metadata.dependencies",
+                    f"probe profile {probe!r} not verified: no profile is known offline; pass "
+                    f"--profile {probe} or --connections-dir to check it",
+                )
+            )
     rules = where.rules
     try:
         parse_metadata(

@@ -18,9 +18,12 @@ from scaler.limits import MAX_TRIGGER_SERIES
 from scaler.signals import oldest_age
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from wsgiref.simple_server import WSGIServer
 
     from scaler.arrival_history import ArrivalHistory
+    from scaler.ceilings.headroom import Headroom
+    from scaler.ceilings.limit import Ceiling
     from scaler.policy import Decision
     from scaler.signals import QueueSignals
     from scaler.spec import QueueSource, TriggerSpec
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 PREFIX = "queue_age_scaler"
 QUEUE_LABELS = ("broker", "queue", "format")
 TRIGGER_LABELS = ("namespace", "scaled_object", "queue", "metric")
+PROBE_LABELS = ("dependency", "probe")
 #: label values come from trigger metadata, which anyone who may create a ScaledObject writes:
 #: longer ones are cut to this many characters
 MAX_LABEL_LENGTH = 120
@@ -134,7 +138,35 @@ class Metrics:
             "Decisions not exported because as many triggers as the limit have series already",
             registry=r,
         )
+        self.dependency_slots = Gauge(
+            f"{PREFIX}_dependency_slots",
+            "A dependency probe's newest good reading: figure=usable, the slots the workers may "
+            "hold in all (theirs included; requests/s for an API), figure=free, the slots nobody "
+            "holds (NaN: the probe does not tell)",
+            (*PROBE_LABELS, "figure"),
+            registry=r,
+        )
+        self.dependency_age = Gauge(
+            f"{PREFIX}_dependency_reading_age_seconds",
+            "Seconds since a dependency probe's newest good reading",
+            PROBE_LABELS,
+            registry=r,
+        )
+        self.dependency_errors = Counter(
+            f"{PREFIX}_dependency_probe_errors",
+            "Dependency probe readings that failed",
+            PROBE_LABELS,
+            registry=r,
+        )
+        self.dependency_ceiling = Gauge(
+            f"{PREFIX}_dependency_ceiling_workers",
+            "Most workers each dependency of the trigger allows now, and where the figure comes "
+            "from: static, live, last good, fallback or hold",
+            (*TRIGGER_LABELS, "dependency", "source"),
+            registry=r,
+        )
         self._reasons: dict[tuple[str, ...], str] = {}
+        self._ceiling_sources: dict[tuple[str, ...], str] = {}
         self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
         self._lock = threading.Lock()
 
@@ -204,6 +236,8 @@ class Metrics:
                 self.decision.remove(*labels, reason)
             for key in [k for k in self._precisions if k[: len(labels)] == labels]:
                 self.precision.remove(*key, *self._precisions.pop(key))
+            for key in [k for k in self._ceiling_sources if k[: len(labels)] == labels]:
+                self.dependency_ceiling.remove(*key, self._ceiling_sources.pop(key))
 
     def record_decision(
         self,
@@ -226,7 +260,7 @@ class Metrics:
         self.desired_workers.labels(*labels).set(decision.desired_workers)
         self.ceiling.labels(*labels).set(_value(decision.ceiling))
         self.utilisation.labels(*labels).set(_value(decision.utilisation))
-        reason = label(decision.reason_text)
+        reason = label(decision.reason_label)
         with self._lock:
             previous = self._reasons.get(labels)
             if previous is not None and previous != reason:
@@ -245,6 +279,43 @@ class Metrics:
                 self._precisions[key] = now
                 self.precision.labels(*key, *now).set(1)
         self.decision.labels(*labels, reason).set(1)
+        if decision.ceiling_parts is not None:
+            self._record_ceiling(labels, decision.ceiling_parts)
+
+    def _record_ceiling(self, labels: tuple[str, ...], ceiling: Ceiling) -> None:
+        """Each dependency's ceiling, under its current source only."""
+        with self._lock:
+            for part in ceiling.each:
+                if part.name == "maxWorkers":
+                    continue
+                key, source = (*labels, label(part.name)), str(part.source)
+                before = self._ceiling_sources.get(key)
+                if before is not None and before != source:
+                    self.dependency_ceiling.remove(*key, before)
+                self._ceiling_sources[key] = source
+                self.dependency_ceiling.labels(*key, source).set(_value(part.workers))
+
+    # -- per dependency probe -----------------------------------------------------------------
+
+    def record_probe(
+        self, name: str, kind: str, reading: Headroom, age: Callable[[], float | None]
+    ) -> None:
+        """A probe's good reading; ``age`` gives the reading's age when scraped."""
+        labels = (label(name), kind)
+        self.dependency_slots.labels(*labels, "usable").set(_value(reading.usable))
+        self.dependency_slots.labels(*labels, "free").set(_value(reading.free))
+        self.dependency_age.labels(*labels).set_function(lambda: _value(age()))
+
+    def record_probe_error(self, name: str, kind: str) -> None:
+        self.dependency_errors.labels(label(name), kind).inc()
+
+    def forget_probe(self, name: str, kind: str) -> None:
+        labels = (label(name), kind)
+        for figure in ("usable", "free"):
+            with contextlib.suppress(KeyError):
+                self.dependency_slots.remove(*labels, figure)
+        with contextlib.suppress(KeyError):
+            self.dependency_age.remove(*labels)
 
     def record_rpc_error(self, method: str, code: str) -> None:
         self.rpc_errors.labels(method, code).inc()

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from brokers.base import Precision
+from scaler.ceilings.headroom import ProbeFigure
+from scaler.ceilings.limit import Ceiling, trigger_ceiling
 from scaler.signals import QueueSignals
 from scaler.spec import Metric, TriggerSpec
 
@@ -64,22 +67,59 @@ class Decision:
     throughput: float | None
     #: the busy share of the observed workers (see :func:`utilisation`)
     utilisation: float | None = None
+    #: every limit behind ``ceiling`` (maxWorkers, each dependency: its figure and source)
+    ceiling_parts: Ceiling | None = None
 
     @property
-    def reason_text(self) -> str:
+    def reason_label(self) -> str:
+        """The reason without figures: ``clamped by postgres`` (a metric label)."""
         if self.reason is Reason.CLAMPED:
             return f"clamped by {self.limited_by}"
         return self.reason.value
 
+    @property
+    def reason_text(self) -> str:
+        """The reason, with the live figure behind a probed ceiling:
+        ``clamped by postgres (live: 40 slots, 37 free)``."""
+        note = self.ceiling_parts.note if self.ceiling_parts is not None else None
+        if self.reason is Reason.CLAMPED and note:
+            return f"{self.reason_label} ({note})"
+        return self.reason_label
+
+    @property
+    def ceiling_unknown(self) -> str | None:
+        """Why no ceiling can be set (a probe with nothing to go on), else None."""
+        return self.ceiling_parts.unknown if self.ceiling_parts is not None else None
+
+    @property
+    def ceiling_warnings(self) -> tuple[str, ...]:
+        """What a probe that cannot read does to the ceiling, one line per such dependency."""
+        if self.ceiling_parts is None:
+            return ()
+        return tuple(
+            f"{part.name}: {part.note}"
+            for part in self.ceiling_parts.each
+            if part.source in ("last good", "fallback", "hold")
+        )
+
 
 def decide(
-    signals: QueueSignals, spec: TriggerSpec, now: float, state: PolicyState
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    now: float,
+    state: PolicyState,
+    probes: Mapping[str, ProbeFigure] | None = None,
 ) -> tuple[Decision, PolicyState]:
-    """How many workers ``spec``'s queue needs now, and why."""
+    """How many workers ``spec``'s queue needs now, and why. ``probes``: the figures of the
+    dependency probes the spec names, by connection profile (none: every probed dependency
+    falls back, see :func:`scaler.ceilings.limit.dependency_ceiling`)."""
     state = _learn(signals, spec, state)
     throughput = spec.worker_throughput or state.learned_throughput
     needed, reason = _needed(signals, spec, throughput)
-    ceiling, limiter = spec.ceiling
+    # the workers that run now: the broker's count, else the previous answer
+    workers_now = signals.consumers if signals.consumers is not None else state.last_desired
+    parts = trigger_ceiling(spec, probes or {}, workers_now)
+    ceiling, limiter = parts.workers, parts.limited_by
 
     desired = math.ceil(needed - 1e-9) if needed is not None else (signals.consumers or 0)
     if signals.depth is None:  # nothing to decide from: hold what runs, report nothing
@@ -96,7 +136,8 @@ def decide(
         desired, reason = ceiling, Reason.CLAMPED
     if desired == 0:
         reason = Reason.IDLE
-    state = replace(state, last_desired=desired)
+    if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
+        state = replace(state, last_desired=desired)
 
     active = is_active(signals, spec)
     if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
@@ -107,11 +148,13 @@ def decide(
         ceiling=ceiling,
         limited_by=limiter if reason is Reason.CLAMPED else None,
         reason=reason,
-        metric_value=_metric_value(signals, spec, desired, ceiling),
+        # a probe with nothing to go on: no answer (UNAVAILABLE) rather than an unbounded one
+        metric_value=None if parts.unknown else _metric_value(signals, spec, desired, ceiling),
         active=active,
         needed=needed,
         throughput=throughput,
         utilisation=utilisation(signals, spec),
+        ceiling_parts=parts if spec.dependencies else None,
     )
     return decision, state
 

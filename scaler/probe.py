@@ -11,6 +11,8 @@ from typing import Any
 
 from brokers.registry import open_adapter
 from scaler.bounds import UNBOUNDED, Bounds
+from scaler.ceilings.headroom import ProbeFigure
+from scaler.ceilings.registry import PROBE_TIMEOUT, ProbeRegistry
 from scaler.metrics import Metrics
 from scaler.policy import Decision, PolicyState, decide
 from scaler.profiles import Profile
@@ -36,21 +38,27 @@ async def probe(
     None), unless told otherwise.
     """
     spec = parse_metadata(metadata, profiles, namespace=namespace, urls=urls, bounds=bounds)
-    samplers = SamplerRegistry(open_adapter, Metrics())
+    metrics = Metrics()
+    samplers = SamplerRegistry(open_adapter, metrics)
+    probes = ProbeRegistry(metrics)
     try:
         sampler = samplers.get(spec)
+        await probes.figures(spec, first_timeout=0.0)  # start the probes with the sampler
         await asyncio.sleep(duration)
         history = tuple(await sampler.history(first_timeout=1.0))
+        figures = await probes.figures(spec, first_timeout=PROBE_TIMEOUT)
     finally:
         await samplers.aclose()
+        await probes.aclose()
     signals = compute_signals(history, spec.rate_window, sampler.arrivals)
     state = PolicyState()
     for end in range(2, len(history) + 1):  # replay, so learned throughput is what a server has
         _, state = decide(compute_signals(history[:end], spec.rate_window), spec, 0.0, state)
-    decision, _ = decide(signals, spec, signals.observed_at, state)
-    out = report(spec, signals, decision, len(history))
+    decision, _ = decide(signals, spec, signals.observed_at, state, figures)
+    out = report(spec, signals, decision, len(history), figures)
     # what the samples warned about (an unreadable timestamp, a management API that is down...)
     out["warnings"] = sorted({kind for snapshot in history for kind in snapshot.warnings})
+    out["warnings"] += decision.ceiling_warnings  # a probe that cannot read, and what it does
     return out
 
 
@@ -71,7 +79,11 @@ def _figure(report: dict[str, Any], name: str, figure: Figure) -> None:
 
 
 def report(
-    spec: TriggerSpec, signals: QueueSignals, decision: Decision, samples: int
+    spec: TriggerSpec,
+    signals: QueueSignals,
+    decision: Decision,
+    samples: int,
+    figures: Mapping[str, ProbeFigure] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "queue": spec.source.queue,
@@ -101,6 +113,10 @@ def report(
         utilisation=_number(decision.utilisation),
         active=decision.active,
     )
+    if decision.ceiling_parts is not None:
+        out["dependencies"] = _dependencies(spec, decision, figures or {})
+    if decision.ceiling_unknown is not None:
+        out["ceiling_unknown"] = decision.ceiling_unknown
     if decision.throughput is None and spec.worker_throughput is None:
         out["note"] = (
             "per-worker throughput unknown: set workerThroughput, or jobDuration and workerConcurrency"
@@ -108,16 +124,60 @@ def report(
     return out
 
 
+def _dependencies(
+    spec: TriggerSpec, decision: Decision, figures: Mapping[str, ProbeFigure]
+) -> list[dict[str, Any]]:
+    """Each dependency's ceiling, and for a probed one its figure, age and source."""
+    assert decision.ceiling_parts is not None
+    parts = {part.name: part for part in decision.ceiling_parts.each}
+    out = []
+    for dep in spec.dependencies:
+        part = parts[dep.name]
+        item: dict[str, Any] = {
+            "name": dep.name,
+            "ceiling": part.workers,
+            "source": str(part.source),
+            "per_worker": dep.per_worker,
+            "limit": dep.limit,
+        }
+        figure = figures.get(dep.probe) if dep.probe is not None else None
+        if dep.probe is not None:
+            reading = figure.reading if figure is not None else None
+            item.update(
+                probe=dep.probe,
+                kind=dep.probe_kind,
+                usable=_number(reading.usable) if reading else None,
+                free=_number(reading.free) if reading else None,
+                unit=reading.unit if reading else None,
+                detail=reading.detail if reading else None,
+                age_seconds=_number(figure.age) if figure is not None else None,
+                error=figure.error if figure is not None else None,
+                note=part.note,
+            )
+        out.append(item)
+    return out
+
+
 def render_table(data: Mapping[str, Any]) -> str:
+    """One line per figure; a list (``warnings``, ``dependencies``) one line per item."""
     width = max(len(k) for k in data)
     lines = []
     for key, value in data.items():
-        shown = (
-            "unknown"
-            if value is None
-            else json.dumps(value)
-            if isinstance(value, bool)
-            else str(value)
-        )
-        lines.append(f"{key:<{width}}  {shown}")
+        items = value if isinstance(value, list) and value else [value]
+        for index, item in enumerate(items):
+            lines.append(f"{key if index == 0 else '':<{width}}  {_shown(item)}")
     return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, dict) and "ceiling" in value:  # a dependency
+        ceiling = "unknown" if value["ceiling"] is None else value["ceiling"]
+        why = value.get("note") or f"{value['limit']:g}/{value['per_worker']:g}"
+        return f"{value['name']}: {ceiling} workers, {value['source']} ({why})"
+    if isinstance(value, list):
+        return "none" if not value else ", ".join(map(str, value))
+    return str(value)

@@ -25,6 +25,7 @@ from scaler.bounds import (
     DEFAULT_MIN_SAMPLE_INTERVAL,
     Bounds,
 )
+from scaler.ceilings.registry import REFRESH_INTERVAL, ProbeRegistry
 from scaler.errors import CannotListen
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
@@ -79,6 +80,8 @@ class ServerConfig:
     health_port: int | None = None
     #: what the server takes from triggers: metadata size, queues, streams
     limits: Limits = field(default_factory=Limits)
+    #: how often each dependency probe reads its dependency
+    probe_interval: float = REFRESH_INTERVAL
 
 
 @dataclass
@@ -106,6 +109,7 @@ async def running_server(
         limits=config.limits,
         max_history=config.max_history_samples,
     )
+    probes = ProbeRegistry(metrics, interval=config.probe_interval, idle_after=config.idle_after)
     service = ExternalScalerService(
         samplers,
         metrics,
@@ -113,6 +117,7 @@ async def running_server(
         first_sample_timeout=config.first_sample_timeout,
         idle_after=config.idle_after,
         limits=config.limits,
+        probes=probes,
         urls=config.urls,
         bounds=bounds,
     )
@@ -152,7 +157,14 @@ async def running_server(
         yield RunningServer(port, metrics_port, service, metrics, samplers, health_port)
     finally:
         await _shut_down(
-            config.grace, server, health_server, health_servicer, service, samplers, http_server
+            config.grace,
+            server,
+            health_server,
+            health_servicer,
+            service,
+            samplers,
+            probes,
+            http_server,
         )
 
 
@@ -163,17 +175,21 @@ async def _shut_down(
     health_servicer: health.aio.HealthServicer,  # type: ignore[name-defined]
     service: ExternalScalerService,
     samplers: SamplerRegistry,
+    probes: ProbeRegistry,
     http_server: WSGIServer | None,
 ) -> None:
     """Stop everything within ``grace``: health says NOT_SERVING, StreamIsActive streams end with
-    OK at once, running RPCs get the grace, the samplers stop meanwhile (each within the grace,
-    whatever it waits on), and the metrics port closes last, whatever happened before."""
+    OK at once, running RPCs get the grace, the samplers and the dependency probes stop meanwhile
+    (each within the grace, whatever it waits on), and the metrics port closes last, whatever
+    happened before."""
     log.info("shutting down: no new RPCs, %gs for running ones", grace)
     try:
         await health_servicer.enter_graceful_shutdown()
         service.shutting_down.set()
         servers = [server] if health_server is None else [server, health_server]
-        await asyncio.gather(*(_stop_grpc(s, grace) for s in servers), samplers.aclose(grace))
+        await asyncio.gather(
+            *(_stop_grpc(s, grace) for s in servers), samplers.aclose(grace), probes.aclose(grace)
+        )
     finally:
         if http_server is not None:
             http_server.shutdown()

@@ -18,6 +18,8 @@ import grpc
 
 from scaler import logs
 from scaler.bounds import UNBOUNDED, Bounds
+from scaler.ceilings.headroom import ProbeFigure
+from scaler.ceilings.registry import ProbeRegistry
 from scaler.errors import (
     InvalidMetadata,
     PermissionDenied,
@@ -116,6 +118,7 @@ def _decision_fields(
         "needed_workers": decision.needed,
         "worker_throughput": decision.throughput,
         "utilisation": decision.utilisation,
+        "ceiling_warnings": list(decision.ceiling_warnings) or None,
         "depth": signals.depth,
         "in_flight": signals.in_flight,
         "consumers": signals.consumers,
@@ -157,6 +160,12 @@ def _decision_text(key: TriggerKey, signals: QueueSignals, decision: Decision) -
 
 #: a trigger KEDA asks about, by namespace, ScaledObject and spec
 TriggerKey = tuple[str, str, TriggerSpec]
+#: what a decision took from the probes: each one's reading and error (not its age)
+Readings = tuple[tuple[str, object, str | None], ...]
+
+
+def _readings(figures: Mapping[str, ProbeFigure]) -> Readings:
+    return tuple((name, figure.reading, figure.error) for name, figure in sorted(figures.items()))
 
 
 @dataclass(slots=True)
@@ -165,8 +174,8 @@ class _Trigger:
 
     state: PolicyState
     asked: float
-    #: the last evaluation, by the time of the sample it was made from
-    evaluation: tuple[float, QueueSignals, Decision] | None = None
+    #: the last evaluation, by the time of the sample and the probe figures it was made from
+    evaluation: tuple[float, Readings, QueueSignals, Decision] | None = None
     #: the last decision logged (reason, workers)
     logged: tuple[str, int] | None = None
 
@@ -181,10 +190,13 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT,
         idle_after: float = IDLE_AFTER,
         limits: Limits | None = None,
+        probes: ProbeRegistry | None = None,
         urls: UrlPolicy = OPEN_URLS,
         bounds: Bounds = UNBOUNDED,
     ) -> None:
         self._samplers = samplers
+        #: the dependency probes (none: every probed dependency falls back)
+        self._probes = probes
         self._limits = limits or Limits()
         #: StreamIsActive streams open now
         self._streams = 0
@@ -211,6 +223,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     ) -> pb.GetMetricSpecResponse:
         spec = self.spec_of(request)
         self._samplers.get(spec)  # start sampling now, so GetMetrics finds it warm
+        if self._probes is not None:  # and reading the dependencies
+            await self._probes.figures(spec, first_timeout=0.0)
         target = spec.metric_target
         return pb.GetMetricSpecResponse(
             metricSpecs=[
@@ -236,6 +250,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 f"asked for metric {request.metricName!r}, but this trigger's metric is {spec.metric_name!r}",
             )
         _, decision = await self.evaluate(ref, spec)
+        if decision.ceiling_unknown is not None:
+            raise Unavailable(decision.ceiling_unknown)
         if decision.metric_value is None:
             raise Unavailable(
                 f"the {spec.metric.value} of {spec.source.describe()} is unknown right now "
@@ -321,6 +337,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         """Signals and decision for one trigger, from the cached snapshots."""
         sampler = self._samplers.get(spec)
         history = await sampler.history(self._first_sample_timeout)
+        figures = {} if self._probes is None else await self._probes.figures(spec)
         key = (ref.namespace, ref.name, spec)
         now = time.monotonic()
         self._forget_idle(now)
@@ -329,13 +346,14 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             trigger = self._triggers[key] = _Trigger(PolicyState(), now)
         trigger.asked = now
         cached = trigger.evaluation
-        if cached is not None and cached[0] == history[-1].observed_at:
-            # KEDA asks GetMetrics then IsActive (and the HPA again) on the same sample: decide,
-            # record and log once per sample
-            return cached[1], cached[2]
+        seen = (history[-1].observed_at, _readings(figures))
+        if cached is not None and cached[:2] == seen:
+            # KEDA asks GetMetrics then IsActive (and the HPA again) on the same sample and the
+            # same probe figures: decide, record and log once per sample
+            return cached[2], cached[3]
         signals = compute_signals(history, spec.rate_window, sampler.arrivals)
-        decision, trigger.state = decide(signals, spec, signals.observed_at, trigger.state)
-        trigger.evaluation = (signals.observed_at, signals, decision)
+        decision, trigger.state = decide(signals, spec, signals.observed_at, trigger.state, figures)
+        trigger.evaluation = (*seen, signals, decision)
         self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
         self._log_decision(key, trigger, signals, decision)
         return signals, decision
@@ -359,7 +377,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self, key: TriggerKey, trigger: _Trigger, signals: QueueSignals, decision: Decision
     ) -> None:
         spec = key[2]
-        summary = (decision.reason_text, decision.desired_workers)
+        summary = (decision.reason_label, decision.desired_workers)
         level = logging.INFO if trigger.logged != summary else logging.DEBUG
         trigger.logged = summary
         if log.isEnabledFor(level):

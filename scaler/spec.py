@@ -21,8 +21,9 @@ from brokers.kombu_layout import PRIORITY_STEPS, SEP
 from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
 from brokers.redis_url import PERCENT_ENCODE, check_redis_url, misplaced_at
 from scaler.bounds import UNBOUNDED, Bounds
+from scaler.ceilings.kinds import probe_kind
 from scaler.durations import parse_duration
-from scaler.errors import InvalidMetadata
+from scaler.errors import InvalidMetadata, PermissionDenied
 from scaler.profiles import Profile, as_profiles, find_profile
 from scaler.url_policy import OPEN_URLS, UrlPolicy, refuse_local_resources
 
@@ -55,7 +56,13 @@ VALUE_KEYS = frozenset(
 )  # fmt: skip
 _ALL_KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {k + FROM_ENV for k in VALUE_KEYS})
 T = TypeVar("T")
-_DEPENDENCY = re.compile(r"^([A-Za-z0-9_.-]+)=([0-9.]+)/([0-9.]+)$")
+_DEPENDENCY = re.compile(
+    r"^([A-Za-z0-9_.-]+)=(?:probe:([A-Za-z0-9_.-]+)(?:\|([0-9.]+))?|([0-9.]+))/([0-9.]+)$"
+)
+_DEPENDENCY_EXPECTED = (
+    "NAME=LIMIT/PER_WORKER or NAME=probe:PROFILE[|LIMIT]/PER_WORKER[,...], for example "
+    "postgres=100/5,payments-api=20/2 or postgres=probe:orders-pg|100/5"
+)
 #: one item of ``prioritySteps``: a step, or an inclusive range of steps
 _PRIORITY_STEP = re.compile(r"^([0-9]+)(?:\s*-\s*([0-9]+))?$")
 #: the most ``prioritySteps``: kombu keeps one list per step, and a sample reads each one
@@ -96,14 +103,27 @@ class QueueSource:
 
 @dataclass(frozen=True, slots=True)
 class Dependency:
-    """A shared dependency: ``limit`` slots in all, ``per_worker`` held by each worker."""
+    """A shared dependency: ``limit`` slots in all, ``per_worker`` held by each worker.
+
+    A probed dependency (``probe``: the connection profile it reads) takes its slots from the
+    probe's live reading; ``limit`` is then the static fallback, or None without one.
+    """
 
     name: str
-    limit: float
+    limit: float | None
     per_worker: float
+    #: the connection profile the probe reads, as the scaler's configuration names it
+    probe: str | None = None
+    #: that profile's URL (with credentials: never shown)
+    probe_url: str | None = field(default=None, repr=False)
+    #: the probe's kind: postgres, mysql, redis or http
+    probe_kind: str | None = None
 
     @property
-    def max_workers(self) -> int:
+    def max_workers(self) -> int | None:
+        """The workers ``limit`` allows; None for a probe without a static fallback."""
+        if self.limit is None:
+            return None
         return math.floor(self.limit / self.per_worker + 1e-9)
 
 
@@ -126,12 +146,19 @@ class TriggerSpec:
 
     @property
     def ceiling(self) -> tuple[int | None, str]:
-        """The most workers allowed, and what sets that limit (``maxWorkers`` or a dependency)."""
+        """The most workers allowed by ``maxWorkers`` and the static dependencies, and what sets
+        that limit; probed dependencies are added by the policy from their live readings."""
         best: tuple[int | None, str] = (self.max_workers, "maxWorkers")
         for dep in self.dependencies:
-            if best[0] is None or dep.max_workers < best[0]:
-                best = (dep.max_workers, dep.name)
+            workers = dep.max_workers
+            if dep.probe is None and workers is not None and (best[0] is None or workers < best[0]):
+                best = (workers, dep.name)
         return best
+
+    @property
+    def has_ceiling(self) -> bool:
+        """Whether anything bounds the workers: ``maxWorkers`` or a dependency (static or probed)."""
+        return self.max_workers is not None or bool(self.dependencies)
 
     @functools.cached_property
     def metric_name(self) -> str:
@@ -168,7 +195,8 @@ def parse_metadata(
     """
     values = _resolve_keys(metadata)
     reader = _Reader(values)
-    source = _parse_source(reader, as_profiles(profiles or {}), namespace, urls)
+    known = as_profiles(profiles or {})
+    source = _parse_source(reader, known, namespace, urls)
 
     metric = reader.choice("metric", [m.value for m in Metric], Metric.WORKERS.value)
     target_age = reader.duration("targetAge", DEFAULT_TARGET_AGE, positive=True)
@@ -182,7 +210,7 @@ def parse_metadata(
         worker_concurrency=concurrency,
         min_workers=reader.integer("minWorkers", 0, minimum=0) or 0,
         max_workers=reader.integer("maxWorkers", None, minimum=1),
-        dependencies=_parse_dependencies(reader.get("dependencies")),
+        dependencies=_parse_dependencies(reader.get("dependencies"), known, namespace),
         activation_age=reader.duration("activationAge", 0.0),
         activation_depth=reader.integer("activationDepth", 0, minimum=0) or 0,
         rate_window=reader.duration("rateWindow", DEFAULT_RATE_WINDOW, positive=True),
@@ -529,37 +557,64 @@ def _parse_capacity(reader: _Reader) -> tuple[float | None, int | None]:
     return throughput, concurrency
 
 
-def _parse_dependencies(text: str | None) -> tuple[Dependency, ...]:
+def _parse_dependencies(
+    text: str | None, profiles: Mapping[str, Profile], namespace: str | None
+) -> tuple[Dependency, ...]:
     if not text:
         return ()
     deps: list[Dependency] = []
-    for part in text.split(","):
-        match = _DEPENDENCY.match(part.strip())
-        expected = "NAME=LIMIT/PER_WORKER[,...], for example postgres=100/5,payments-api=20/2"
+    for part in (item.strip() for item in text.split(",")):
+        shown = _shown("dependencies", part)  # a URL pasted here may hold a password
+        match = _DEPENDENCY.match(part)
         if not match:
-            raise InvalidMetadata("dependencies", f"got {part.strip()!r}; expected {expected}")
-        name, limit_text, per_text = match.groups()
+            raise InvalidMetadata("dependencies", f"got {shown}; expected {_DEPENDENCY_EXPECTED}")
+        name, profile, fallback_text, limit_text, per_text = match.groups()
         try:
-            limit, per_worker = float(limit_text), float(per_text)
+            per_worker = float(per_text)
+            limit_given = limit_text if profile is None else fallback_text
+            limit = None if limit_given is None else float(limit_given)
         except ValueError:
             raise InvalidMetadata(
-                "dependencies", f"got {part.strip()!r}; expected {expected}"
+                "dependencies", f"got {shown}; expected {_DEPENDENCY_EXPECTED}"
             ) from None
-        if limit <= 0 or per_worker <= 0:
+        if (limit is not None and limit <= 0) or per_worker <= 0:
             raise InvalidMetadata(
-                "dependencies", f"got {part.strip()!r}; LIMIT and PER_WORKER must be above zero"
+                "dependencies", f"got {shown}; LIMIT and PER_WORKER must be above zero"
             )
-        if math.floor(limit / per_worker + 1e-9) < 1:
+        if limit is not None and math.floor(limit / per_worker + 1e-9) < 1:
             raise InvalidMetadata(
-                "dependencies",
-                f"got {part.strip()!r}; a LIMIT below PER_WORKER allows no worker at all",
+                "dependencies", f"got {shown}; a LIMIT below PER_WORKER allows no worker at all"
             )
         if any(d.name == name for d in deps):
             raise InvalidMetadata(
                 "dependencies", f"{name!r} appears twice; name each dependency once"
             )
-        deps.append(Dependency(name, limit, per_worker))
+        if profile is None:
+            deps.append(Dependency(name, limit, per_worker))
+            continue
+        found, url = probe_profile_url(profile, profiles, namespace)
+        try:
+            kind = probe_kind(url)
+        except ValueError as error:
+            raise InvalidMetadata(
+                "dependencies",
+                f"{name!r}: the URL of connection profile {found!r}: {error}",
+            ) from None
+        deps.append(Dependency(name, limit, per_worker, found, url, kind))
     return tuple(deps)
+
+
+def probe_profile_url(
+    name: str, profiles: Mapping[str, Profile], namespace: str | None
+) -> tuple[str, str]:
+    """The connection profile a ``probe:NAME`` names, if ``namespace`` may use it (None: not
+    checked), and its URL: the one place where a probe looks a profile up."""
+    try:
+        profile = find_profile(name, profiles, namespace)
+    except (InvalidMetadata, PermissionDenied) as error:
+        message = str(error).removeprefix("connection: ")
+        raise type(error)("dependencies", f"probe:{name}: {message}") from None
+    return profile.name, profile.url
 
 
 def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
@@ -580,7 +635,8 @@ def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
             "rateWindow",
             f"got {values.get('rateWindow', '60s (the default)')!r}; expected at least two sampleIntervals ({2 * spec.sample_interval:g}s)",
         )
-    if spec.metric is not Metric.WORKERS and ceiling is not None and not info.reports_consumers:
+    if spec.metric is not Metric.WORKERS and spec.has_ceiling and not info.reports_consumers:
+        limiter = limiter if ceiling is not None else spec.dependencies[0].name
         raise InvalidMetadata(
             "metric",
             f"metric {spec.metric.value} with a ceiling ({limiter}) needs the observed worker count, which "

@@ -233,3 +233,17 @@ def test_manifests_from_stdin(
         "<stdin>: document 0 (ScaledObject shop/orders): "
         "spec.triggers[0].metadata.workerThroughput: problem: got 'zero'; expected a number"
     )
+
+
+def test_probe_profiles_are_checked_as_connection_profiles_are() -> None:
+    text = SO_HEAD + GOOD_TRIGGER + "        dependencies: postgres=probe:orders-pg|100/5\n"
+    assert findings(text, profiles=PROFILES | {"orders-pg": "postgresql://w@db/orders"}) == []
+    (found,) = findings(text, profiles=PROFILES)
+    assert found[0] == "spec.triggers[0].metadata.dependencies"
+    assert "probe:orders-pg: got 'orders-pg'; the scaler has no such connection profile" in found[1]
+    assert found[2] is Severity.PROBLEM
+    assert [(p, m) for p, m, _ in findings(text, profiles={})][1] == (
+        "spec.triggers[0].metadata.dependencies",
+        "probe profile 'orders-pg' not verified: no profile is known offline; pass "
+        "--profile orders-pg or --connections-dir to check it",
+    )
