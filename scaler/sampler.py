@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from brokers.base import QueueAdapter, QueueSnapshot
 from scaler.arrival_history import ArrivalHistory
 from scaler.errors import (
-    BrokerUnavailable,
+    BrokerUnreachable,
     QueueMisconfigured,
     SampleStale,
     ScalerError,
@@ -154,15 +154,21 @@ class Sampler:
             snapshot = await asyncio.wait_for(self._adapter.sample(), timeout)
         except TimeoutError:
             self._failed(
-                BrokerUnavailable(
-                    self.source.broker, self.source.queue, f"no answer within {timeout:g}s"
+                BrokerUnreachable(
+                    self.source.broker, self.source.queue, detail=f"no answer within {timeout:g}s"
                 )
             )
         except ScalerError as error:
             self._failed(error)
         except Exception as error:  # a bug must not kill the sampler; the RPCs will say so
             log.exception("sampling %s failed unexpectedly", self.source.describe())
-            self._failed(Unavailable(f"sampling {self.source.describe()} failed: {error!r}"))
+            self._failed(
+                Unavailable(
+                    f"sampling {self.source.describe()} failed unexpectedly (a bug: the "
+                    "scaler's log has the traceback)",
+                    detail=repr(error),
+                )
+            )
         else:
             self._history.append(snapshot)
             self._trim()
@@ -177,8 +183,8 @@ class Sampler:
         self._changed = asyncio.Event()
 
     def _failed(self, error: ScalerError) -> None:
-        if self.last_error is None or str(self.last_error) != str(error):
-            log.warning("sampling %s: %s", self.source.describe(), error)
+        if self.last_error is None or self.last_error.logged != error.logged:
+            log.warning("sampling %s: %s", self.source.describe(), error.logged)
         self.last_error = error
         self._metrics.record_sample_error(self.source, type(error).__name__)
 
