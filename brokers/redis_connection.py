@@ -65,6 +65,7 @@ KEY_TYPES = {
     "SCARD": "set",
     "SMEMBERS": "set",
     "HGET": "hash",
+    "HSTRLEN": "hash",
     "HLEN": "hash",
     "HGETALL": "hash",
     "XINFO": "stream",
@@ -76,6 +77,8 @@ KEY_TYPES = {
 MISCONFIGURED = ("WRONGTYPE", "NOGROUP")
 #: error replies that refuse the login or the command: a password or the user's ACL is wrong
 REFUSED_REPLIES = ("NOAUTH", "WRONGPASS", "NOPERM", "DENIED")
+#: the first command a script calls, which names the type of key it needs
+_FIRST_CALL = re.compile(r"redis\.call\('([A-Z]+)'")
 #: the code word of an error reply (``LOADING``, ``BUSY``...), the only part shown to clients
 _CODE_WORD = re.compile(r"[A-Z]{2,20}")
 
@@ -132,8 +135,13 @@ class RedisConnection:
         return replies
 
     def _misconfigured(self, command: Command, error: ResponseError) -> QueueMisconfigured:
-        name = command[0]
-        key = command[2] if name == "XINFO" and len(command) > 2 else command[1]  # XINFO STREAM key
+        name, key = command[0], command[1]
+        if name == "XINFO" and len(command) > 2:  # XINFO STREAM key
+            key = str(command[2])
+        if name == "EVAL" and len(command) > 3:  # EVAL script 1 key: named by its first call
+            call = _FIRST_CALL.search(str(command[1]))
+            name = call.group(1) if call else name
+            key = command[3] if isinstance(command[3], str | bytes) else str(command[3])
         shown = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
         if str(error).startswith("NOGROUP"):
             return QueueMisconfigured(
