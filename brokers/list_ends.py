@@ -1,7 +1,7 @@
 """Both ends of a Redis list, read without moving a payload that is too large or unchanged.
 
 One read-only script (``EVAL``, touching only the list's key, so cluster-safe) runs ``LLEN``,
-``LINDEX`` at both ends and ``LPOS`` of the list marker (``brokers.list_marker``) at one
+``LPOS`` of the list marker (``brokers.list_marker``) and ``LINDEX`` at both ends at one
 instant. Inside Redis it measures each end's element and hashes it (``redis.sha1hex``), and it
 sends an element back only when it is at most :data:`~brokers.payloads.MAX_PAYLOAD_BYTES` long
 and its hash differs from the one the adapter holds. So a job that sits at an end for many
@@ -9,9 +9,13 @@ samples crosses the network once, and one above the bound never: its time is ski
 ``payload_too_large``) and, at the push end, it cannot be a marker (the arrivals of the next
 interval are then the list's growth, a lower bound).
 
-An element above the bound is still copied into the script once per sample to be measured
-(Redis has no command that tells an element's length without reading it); it stays inside
-Redis.
+Redis has no command that tells an element's length without reading it, and reading a 50 MB
+element into the script takes Redis about 0.2 s. So an end known to hold an element above the
+bound is not read again while its position shows it unchanged: at the oldest end, while the
+marker shows that nothing was taken; at the push end, while the marker is still the newest
+element; without a marker, while the length is unchanged. A push and a take within one interval
+leave the length as it was, so such an end is read again at least every
+:data:`REMEASURE_EVERY` samples whatever its position shows.
 """
 
 from __future__ import annotations
@@ -25,29 +29,52 @@ from brokers.list_marker import ListMarker, MarkerCounts
 from brokers.payloads import MAX_PAYLOAD_BYTES
 from brokers.redis_connection import Command
 
-#: KEYS[1] the list; ARGV: oldest index, size bound, known oldest hash, known newest hash,
-#: then 1, marker, rank, maxlen to look for a marker (0 not to). Replies {length, oldest size,
-#: hash, element, newest size, hash, element, LPOS}: size -1 for an empty list; the element
-#: false when unchanged or too large; LPOS false when not asked.
+#: an end holding an element above the bound is read again at least this often (samples)
+REMEASURE_EVERY = 20
+#: the size the script reports for an end it did not read, its position showing it unchanged
+UNREAD = -2
+
+#: KEYS[1] the list. ARGV: oldest index, size bound, known oldest hash, known newest hash,
+#: whether the oldest and the newest may be left unread while unchanged (1/0), the previous
+#: length, then 1, marker, rank, maxlen to look for a marker (0 not to). Replies {length,
+#: oldest size, hash, element, newest size, hash, element, LPOS}: size -1 for an empty list,
+#: -2 (UNREAD) when not read; the element false when unchanged, too large or not read; LPOS
+#: false when not asked.
 SCRIPT = """
 local key, bound = KEYS[1], tonumber(ARGV[2])
-local oldest_index = tonumber(ARGV[1])
-local function read(index, known)
-  local value = redis.call('LINDEX', key, index)
-  if not value then return -1, '', false end
-  local size = #value
-  if size > bound then return size, '', false end
-  local digest = redis.sha1hex(value)
-  if digest == known then return size, digest, false end
-  return size, digest, value
-end
+local oldest_index, previous = tonumber(ARGV[1]), tonumber(ARGV[7])
 local length = redis.call('LLEN', key)
-local found = false
-if ARGV[5] == '1' then
-  found = redis.call('LPOS', key, ARGV[6], 'RANK', ARGV[7], 'COUNT', 2, 'MAXLEN', ARGV[8])
+local found, arrivals = false, nil
+if ARGV[8] == '1' then
+  found = redis.call('LPOS', key, ARGV[9], 'RANK', ARGV[10], 'COUNT', 2, 'MAXLEN', ARGV[11])
+  if #found == 1 then
+    arrivals = found[1]
+    if oldest_index == 0 then arrivals = length - 1 - found[1] end
+  end
 end
-local o_size, o_digest, o_value = read(oldest_index, ARGV[3])
-local n_size, n_digest, n_value = read(-1 - oldest_index, ARGV[4])
+local oldest_still, newest_still = false, false
+if arrivals then
+  oldest_still, newest_still = previous + arrivals == length, arrivals == 0
+elseif ARGV[8] ~= '1' then
+  oldest_still, newest_still = length == previous, length == previous
+end
+local function measure(index)
+  local value = redis.call('LINDEX', key, index)
+  if not value then return {-1, '', false} end
+  if #value > bound then return {#value, '', false} end
+  return {#value, redis.sha1hex(value), value}
+end
+local function answer(read, known)
+  if read[2] == known then return read[1], read[2], false end
+  return read[1], read[2], read[3]
+end
+local o_read, n_read = {-2, '', false}, {-2, '', false}
+if not (ARGV[5] == '1' and oldest_still) then o_read = measure(oldest_index) end
+if not (ARGV[6] == '1' and newest_still) then
+  if length == 1 and o_read[1] ~= -2 then n_read = o_read else n_read = measure(-1 - oldest_index) end
+end
+local o_size, o_digest, o_value = answer(o_read, ARGV[3])
+local n_size, n_digest, n_value = answer(n_read, ARGV[4])
 return {length, o_size, o_digest, o_value, n_size, n_digest, n_value, found}
 """
 
@@ -76,6 +103,25 @@ class Ends:
     counts: MarkerCounts
 
 
+class _Oversize:
+    """How long an end has held an element above the bound without being read."""
+
+    def __init__(self) -> None:
+        self.element: Element | None = None
+        self.unread = 0
+
+    def may_skip(self) -> bool:
+        return self.element is not None and self.unread < REMEASURE_EVERY
+
+    def observe(self, element: Element) -> Element:
+        """The element at this end: the one held when the script left it unread."""
+        if element.size == UNREAD and self.element is not None:
+            self.unread += 1
+            return self.element
+        self.element, self.unread = (element, 0) if element.too_large else (None, 0)
+        return element
+
+
 class ListEnds:
     """Samples one list whose oldest element is at ``oldest_end``; keeps its marker."""
 
@@ -85,17 +131,22 @@ class ListEnds:
         self.marker = ListMarker(oldest_end.opposite)
         #: the newest element (the marker to look for next), and its hash
         self._newest: tuple[bytes, bytes] | None = None
+        self._length = 0
+        self._big_oldest = _Oversize()
+        self._big_newest = _Oversize()
 
     def command(self, known_oldest: bytes) -> Command:
         """The script's call; ``known_oldest`` is the hash of the oldest element the caller
         holds what it needs of (``b""`` for none): that element is not sent again."""
         query = self.marker.query()
         newest_digest = self._newest[1] if self._newest is not None else b""
+        skips = (int(self._big_oldest.may_skip()), int(self._big_newest.may_skip()))
         look: tuple[int | bytes, ...] = (
             (1, query.marker, query.rank, query.maxlen) if query is not None else (0,)
         )
         args: tuple[str | bytes | int, ...] = (
-            1, self.key, self._oldest_index, MAX_PAYLOAD_BYTES, known_oldest, newest_digest, *look
+            1, self.key, self._oldest_index, MAX_PAYLOAD_BYTES, known_oldest, newest_digest,
+            *skips, self._length, *look,
         )  # fmt: skip
         command: Command = ("EVAL", SCRIPT, *args)
         return command
@@ -103,7 +154,8 @@ class ListEnds:
     def observe(self, reply: Sequence[Any]) -> Ends:
         """Account for the script's reply to :meth:`command`."""
         length, o_size, o_digest, o_value, n_size, n_digest, n_value, found = reply
-        newest = Element(n_size, n_digest, n_value)
+        self._length = length
+        newest = self._big_newest.observe(Element(n_size, n_digest, n_value))
         if newest.size < 0 or newest.too_large:
             self._newest = None
         elif newest.payload is not None:
@@ -111,5 +163,5 @@ class ListEnds:
         # else unchanged: the element held is the newest still
         marker = self._newest[0] if self._newest is not None else None
         counts = self.marker.observe(length, found, marker)
-        oldest = Element(o_size, o_digest, o_value) if o_size >= 0 else None
-        return Ends(length, oldest, counts)
+        oldest = self._big_oldest.observe(Element(o_size, o_digest, o_value))
+        return Ends(length, oldest if oldest.size >= 0 else None, counts)
