@@ -19,9 +19,12 @@ import grpc
 import pytest
 import redis
 
-from scaler.errors import NOT_THE_BROKER, REFUSED, UNREACHABLE
+from brokers.formats import End
+from brokers.redis_queues import RedisQueueAdapter
+from scaler.errors import NOT_THE_BROKER, REFUSED, UNREACHABLE, BrokerUnreachable
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.spec import QueueSource
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -227,3 +230,30 @@ async def test_a_refused_amqp_login_is_told_as_refused_by_the_broker(
     assert_told_only(error, FailedPrecondition, f"rabbitmq queue {queue!r}: {REFUSED}")
     assert_logged(caplog, queue, "ACCESS_REFUSED")
     assert "wrong-pw" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "urls",
+    [
+        [f"rediss://127.0.0.1:6379/0?ssl_ca_certs={path}" for path in ("/nonexistent", "/etc/hostname", "/etc")],
+        [f"unix://{path}" for path in ("/nonexistent.sock", "/etc/hostname", "/etc")],
+    ],
+    ids=["tls file", "unix socket"],
+)  # fmt: skip
+async def test_a_missing_file_and_an_unreadable_one_are_told_alike(urls: list[str]) -> None:
+    """What a trigger names on the scaler's filesystem, it cannot learn about from the answer."""
+    told: set[str] = set()
+    logged: list[str] = []
+    for url in urls:
+        source = QueueSource("redis", url, "files", "sidekiq", "", End.TAIL)
+        adapter = RedisQueueAdapter(source)
+        try:
+            with pytest.raises(BrokerUnreachable) as caught:
+                await adapter.sample()
+        finally:
+            await adapter.aclose()
+        told.add(str(caught.value))
+        logged.append(caught.value.detail)
+    assert told == {f"redis queue 'files': {UNREACHABLE}"}
+    assert "No such file or directory" in logged[0]  # the server's log has the cause
+    assert "No such file or directory" not in logged[1]
