@@ -38,8 +38,8 @@ UNREAD = -2
 #: whether the oldest and the newest may be left unread while unchanged (1/0), the previous
 #: length, then 1, marker, rank, maxlen to look for a marker (0 not to). Replies {length,
 #: oldest size, hash, element, newest size, hash, element, LPOS}: size -1 for an empty list,
-#: -2 (UNREAD) when not read; the element false when unchanged, too large or not read; LPOS
-#: false when not asked.
+#: -2 (UNREAD) when not read; the element false when unchanged, too large or not read (and at
+#: the newest end when the list's one element is sent as the oldest); LPOS false when not asked.
 SCRIPT = """
 local key, bound = KEYS[1], tonumber(ARGV[2])
 local oldest_index, previous = tonumber(ARGV[1]), tonumber(ARGV[7])
@@ -75,6 +75,7 @@ if not (ARGV[6] == '1' and newest_still) then
 end
 local o_size, o_digest, o_value = answer(o_read, ARGV[3])
 local n_size, n_digest, n_value = answer(n_read, ARGV[4])
+if n_read == o_read and o_value then n_value = false end -- one element: sent once, as the oldest
 return {length, o_size, o_digest, o_value, n_size, n_digest, n_value, found}
 """
 
@@ -154,6 +155,8 @@ class ListEnds:
     def observe(self, reply: Sequence[Any]) -> Ends:
         """Account for the script's reply to :meth:`command`."""
         length, o_size, o_digest, o_value, n_size, n_digest, n_value, found = reply
+        if length == 1 and n_value is None and n_digest == o_digest and o_value is not None:
+            n_value = o_value  # one element, both ends: the script sent it once
         self._length = length
         newest = self._big_newest.observe(Element(n_size, n_digest, n_value))
         if newest.size < 0 or newest.too_large:

@@ -112,7 +112,7 @@ def sent_by_redis(client: redis.Redis) -> int:
     return sent
 
 
-@pytest.mark.parametrize("end", ["oldest", "newest"])
+@pytest.mark.parametrize("end", ["oldest", "newest", "both"])
 async def test_a_job_that_stays_at_an_end_is_fetched_once(
     private_queue: tuple[redis.Redis, QueueAdapter], end: str
 ) -> None:
@@ -120,15 +120,16 @@ async def test_a_job_that_stays_at_an_end_is_fetched_once(
     size = MAX_PAYLOAD_BYTES - 1000  # as large as is read
     big = sidekiq_job(30, args=["x" * (size - 200)])
     small = [sidekiq_job(10) for _ in range(3)]
-    # LPUSH: the first pushed is the oldest
-    client.lpush("queue:big", *([big, *small] if end == "oldest" else [*small, big]))
+    # LPUSH: the first pushed is the oldest; "both": the list's only job
+    jobs = {"oldest": [big, *small], "newest": [*small, big], "both": [big]}[end]
+    client.lpush("queue:big", *jobs)
     before = sent_by_redis(client)
     snapshots = [await adapter.sample() for _ in range(SAMPLES)]
     sent = sent_by_redis(client) - before
     assert size < sent < 2 * size  # once, where every sample would send it SAMPLES times
-    oldest = 30 if end == "oldest" else 10
+    oldest = 10 if end == "newest" else 30
     for snapshot in snapshots:
-        assert snapshot.depth == 4 and snapshot.warnings == ()
+        assert snapshot.depth == len(jobs) and snapshot.warnings == ()
         assert snapshot.observed_at - (snapshot.oldest_enqueued_at or 0) == pytest.approx(
             oldest, abs=2
         )
