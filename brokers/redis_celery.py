@@ -30,7 +30,10 @@ the ``unacked`` hash.
   and countdown tasks it holds are there too, as kombu cannot tell them from running ones). Its
   values name the exchange and routing key, not the queue: each is routed as kombu routes it
   (``kombu_layout.routes_to``). Up to :data:`MAX_UNACKED_READ` entries a second round trip
-  reads them (``HGETALL``), and a third the binding sets of any named exchanges among them;
+  lists them (``HKEYS``), a third fetches the ones not read before (each entry once: kombu's
+  delivery tags are unique and an entry is never rewritten; one above
+  ``payloads.MAX_PAYLOAD_BYTES`` never, which leaves the count unknown with the warning
+  ``payload_too_large``), and another the binding sets of any named exchanges among them;
   above that the count is unknown.
 - consumers: unknown; kombu's Redis transport keeps no registry of them.
 
@@ -51,6 +54,7 @@ from brokers.formats import End
 from brokers.kombu_layout import (
     UNACKED,
     Binding,
+    Delivery,
     binding_key,
     parse_binding,
     parse_delivery,
@@ -58,7 +62,7 @@ from brokers.kombu_layout import (
     routes_to,
 )
 from brokers.list_ends import Element, Ends, ListEnds
-from brokers.payloads import TOO_LARGE, Stamp, checked_at, stamp_reader
+from brokers.payloads import MAX_PAYLOAD_BYTES, TOO_LARGE, Stamp, checked_at, stamp_reader
 from brokers.redis_connection import Command, RedisConnection
 from brokers.redis_queues import COUNTS_SOURCE
 from scaler.spec import QueueSource
@@ -67,6 +71,21 @@ from scaler.spec import QueueSource
 MAX_UNACKED_READ = 10_000
 #: a warning kind: an ``unacked`` entry that is not kombu's ``[message, exchange, routing_key]``
 UNACKED_UNREADABLE = "unacked_unreadable"
+#: KEYS[1] the ``unacked`` hash, ARGV[1] the size bound, ARGV[2...] delivery tags: for each,
+#: its size and its entry (false when above the bound, or gone: size 0)
+UNACKED_SCRIPT = """
+local replies = {}
+for i = 2, #ARGV do
+  local size = redis.call('HSTRLEN', KEYS[1], ARGV[i])
+  replies[#replies + 1] = size
+  if size > tonumber(ARGV[1]) then
+    replies[#replies + 1] = false
+  else
+    replies[#replies + 1] = redis.call('HGET', KEYS[1], ARGV[i])
+  end
+end
+return replies
+"""
 
 
 class CeleryAdapter:
@@ -85,6 +104,8 @@ class CeleryAdapter:
         #: per list, the hash of its tail last read and its time without a clock check
         self._tails: list[tuple[bytes, Stamp] | None] = [None for _ in lists]
         self._read_stamp = stamp_reader("celery", source.timestamp_field, source.timestamp_unit)
+        #: the ``unacked`` entries read so far, by delivery tag (at most MAX_UNACKED_READ)
+        self._deliveries: dict[bytes, Delivery | str | None] = {}
         self._redis = RedisConnection(source)
 
     async def sample(self) -> QueueSnapshot:
@@ -150,17 +171,38 @@ class CeleryAdapter:
     async def _in_flight(self, unacked: int) -> tuple[int | None, tuple[str, ...]]:
         """How many of the ``unacked`` hash's entries (``unacked`` in all) are this queue's."""
         if unacked == 0:
+            self._deliveries.clear()
             return 0, ()
         if unacked > MAX_UNACKED_READ:
+            self._deliveries.clear()
             return None, ()
-        command: Command = ("HGETALL", self._prefix + UNACKED)
-        (entries,) = await self._redis.execute([command], transaction=False)
-        deliveries = [parse_delivery(value) for value in entries.values()]
-        known = [delivery for delivery in deliveries if delivery is not None]
+        deliveries = await self._read_unacked()
+        if TOO_LARGE in deliveries:
+            return None, (TOO_LARGE,)
+        known = [delivery for delivery in deliveries if isinstance(delivery, Delivery)]
         if len(known) < len(deliveries):
             return None, (UNACKED_UNREADABLE,)
         bindings = await self._bindings(sorted({d.exchange for d in known if d.exchange}))
         return sum(routes_to(d, self.queue, bindings.get(d.exchange, ())) for d in known), ()
+
+    async def _read_unacked(self) -> list[Delivery | str | None]:
+        """Every ``unacked`` entry, parsed; each entry is fetched once (kombu's delivery tags
+        are unique and an entry is never rewritten), and one above the size bound never
+        (``TOO_LARGE`` in its place)."""
+        key = self._prefix + UNACKED
+        (tags,) = await self._redis.execute([("HKEYS", key)], transaction=False)
+        new = [tag for tag in tags if tag not in self._deliveries]
+        if new:
+            command: Command = ("EVAL", UNACKED_SCRIPT, 1, key, MAX_PAYLOAD_BYTES, *new)
+            (replies,) = await self._redis.execute([command], transaction=False)
+            for tag, size, value in zip(new, replies[::2], replies[1::2], strict=True):
+                if value is not None:
+                    self._deliveries[tag] = parse_delivery(value)
+                elif size > MAX_PAYLOAD_BYTES:
+                    self._deliveries[tag] = TOO_LARGE
+                # else acked since HKEYS: gone
+        self._deliveries = {tag: self._deliveries[tag] for tag in tags if tag in self._deliveries}
+        return list(self._deliveries.values())
 
     async def _bindings(self, exchanges: Sequence[str]) -> dict[str, list[Binding]]:
         """The binding sets of named exchanges (empty for none)."""

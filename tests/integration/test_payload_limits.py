@@ -185,3 +185,35 @@ async def test_an_oversize_end_is_read_again_every_remeasure_every_samples(
     assert lindex_calls(client) - before == 2
     assert (replaced.depth, replaced.warnings) == (1, ())
     assert replaced.observed_at - (replaced.oldest_enqueued_at or 0) == pytest.approx(7, abs=2)
+
+
+async def test_celery_unacked_entries_are_fetched_once_and_an_oversize_one_never(
+    own_redis: RedisProcess,
+) -> None:
+    client = redis.Redis(port=own_redis.port)
+    metadata = {"url": own_redis.url, "queue": "work", "format": "celery"}
+    adapter = open_adapter(parse_metadata(metadata, require_capacity=False).source)
+    size = 500_000
+
+    def entry(body: int) -> str:  # kombu's [message, exchange, routing_key]
+        return json.dumps([{"body": "x" * body, "properties": {}}, "", "work"])
+
+    try:
+        client.hset("unacked", mapping={f"tag-{i}": entry(size) for i in range(3)})
+        before = sent_by_redis(client)
+        snapshots = [await adapter.sample() for _ in range(SAMPLES)]
+        sent = sent_by_redis(client) - before
+        assert 3 * size < sent < 4 * size  # once each, where HGETALL sent them SAMPLES times
+        assert all((s.in_flight, s.warnings) == (3, ()) for s in snapshots)
+
+        client.hset("unacked", "tag-huge", entry(2 * MAX_PAYLOAD_BYTES))
+        before = sent_by_redis(client)
+        snapshots = [await adapter.sample() for _ in range(SAMPLES)]
+        assert sent_by_redis(client) - before < 100_000  # neither the old entries nor the huge one
+        assert all((s.in_flight, s.warnings) == (None, (TOO_LARGE,)) for s in snapshots)
+
+        client.hdel("unacked", "tag-huge", "tag-0")  # acked: the count is known again
+        assert (await adapter.sample()).in_flight == 2
+    finally:
+        await adapter.aclose()
+        client.close()
