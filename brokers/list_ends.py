@@ -1,6 +1,7 @@
 """Both ends of a Redis list, read without moving a payload that is too large or unchanged.
 
-One read-only script (``EVAL``, touching only the list's key, so cluster-safe) runs ``LLEN``,
+One read-only script (touching only the list's key, so cluster-safe; sent by its hash, see
+``RedisConnection.execute``) runs ``LLEN``,
 ``LPOS`` of the list marker (``brokers.list_marker``) and ``LINDEX`` at both ends at one
 instant. Inside Redis it measures each end's element and hashes it (``redis.sha1hex``), and it
 sends an element back only when it is at most :data:`~brokers.payloads.MAX_PAYLOAD_BYTES` long

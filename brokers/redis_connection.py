@@ -20,6 +20,8 @@ password taken out:
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +36,7 @@ from redis.exceptions import (
     BusyLoadingError,
     InvalidResponse,
     NoPermissionError,
+    NoScriptError,
     RedisError,
     ResponseError,
 )
@@ -104,6 +107,18 @@ async def _close_client(client: Redis) -> None:
 CLIENTS: SharedByKey[str, Redis] = SharedByKey(_open_client, _close_client)
 
 
+def _by_hash(command: Command) -> Command:
+    """``EVAL script ...`` as ``EVALSHA sha1(script) ...``; any other command as it is."""
+    if command[0] != "EVAL":
+        return command
+    return ("EVALSHA", _script_hash(str(command[1])), *command[2:])
+
+
+@functools.cache
+def _script_hash(script: str) -> str:
+    return hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()  # as Redis names it
+
+
 class RedisConnection:
     """One adapter's use of the shared client for its URL."""
 
@@ -117,7 +132,22 @@ class RedisConnection:
             await CLIENTS.release(self._source.url)
 
     async def execute(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
-        """Run ``commands`` in one round trip (MULTI/EXEC when ``transaction``)."""
+        """Run ``commands`` in one round trip (MULTI/EXEC when ``transaction``).
+
+        A script (``EVAL``) is sent by its hash (``EVALSHA``); where Redis does not hold it (a
+        new or restarted Redis: ``NOSCRIPT``), the round trip is made again with ``EVAL``, which
+        loads it. The scripts only read, so running the rest twice changes nothing."""
+        replies = await self._round_trip([_by_hash(c) for c in commands], transaction)
+        if any(isinstance(reply, NoScriptError) for reply in replies):
+            replies = await self._round_trip(commands, transaction)
+        for command, reply in zip(commands, replies, strict=True):
+            if isinstance(reply, ResponseError) and str(reply).startswith(MISCONFIGURED):
+                raise self._misconfigured(command, reply)
+            if isinstance(reply, ResponseError):
+                raise self._failure(reply)
+        return replies
+
+    async def _round_trip(self, commands: Sequence[Command], transaction: bool) -> list[Any]:
         if self._client is None:
             raise RuntimeError(f"{self._source.describe()}: adapter is closed")
         pipe = self._client.pipeline(transaction=transaction)
@@ -127,11 +157,6 @@ class RedisConnection:
             replies: list[Any] = await pipe.execute(raise_on_error=False)
         except (RedisError, OSError) as exc:
             raise self._failure(exc) from None
-        for command, reply in zip(commands, replies, strict=True):
-            if isinstance(reply, ResponseError) and str(reply).startswith(MISCONFIGURED):
-                raise self._misconfigured(command, reply)
-            if isinstance(reply, ResponseError):
-                raise self._failure(reply)
         return replies
 
     def _misconfigured(self, command: Command, error: ResponseError) -> QueueMisconfigured:

@@ -217,3 +217,23 @@ async def test_celery_unacked_entries_are_fetched_once_and_an_oversize_one_never
     finally:
         await adapter.aclose()
         client.close()
+
+
+def calls(client: redis.Redis, command: str) -> int:
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {"calls": 0})
+    count: int = stats["calls"]
+    return count
+
+
+async def test_the_list_script_is_sent_once_then_named_by_its_hash(
+    private_queue: tuple[redis.Redis, QueueAdapter],
+) -> None:
+    client, adapter = private_queue
+    client.lpush("queue:big", sidekiq_job(5))
+    for _ in range(4):
+        assert (await adapter.sample()).depth == 1
+    # the first EVALSHA finds no script and the round trip is made again with EVAL
+    assert (calls(client, "eval"), calls(client, "evalsha")) == (1, 4)
+    client.script_flush()  # as a restarted Redis
+    assert (await adapter.sample()).depth == 1
+    assert (calls(client, "eval"), calls(client, "evalsha")) == (2, 5)
