@@ -10,7 +10,9 @@ samples crosses the network once, and one above the bound never: its time is ski
 ``payload_too_large``) and, at the push end, it cannot be a marker (the arrivals of the next
 interval are then the list's growth, a lower bound).
 
-Redis has no command that tells an element's length without reading it, and reading a 50 MB
+The newest element is not read at all while the marker is found at the push end: it is the
+marker, which the adapter holds. Redis has no command that tells an element's length without
+reading it, and reading a 50 MB
 element into the script takes Redis about 0.2 s. So an end known to hold an element above the
 bound is not read again while its position shows it unchanged: at the oldest end, while the
 marker shows that nothing was taken; at the push end, while the marker is still the newest
@@ -71,7 +73,7 @@ local function answer(read, known)
 end
 local o_read, n_read = {-2, '', false}, {-2, '', false}
 if not (ARGV[5] == '1' and oldest_still) then o_read = measure(oldest_index) end
-if not (ARGV[6] == '1' and newest_still) then
+if not ((ARGV[6] == '1' and newest_still) or arrivals == 0) then
   if length == 1 and o_read[1] ~= -2 then n_read = o_read else n_read = measure(-1 - oldest_index) end
 end
 local o_size, o_digest, o_value = answer(o_read, ARGV[3])
@@ -159,12 +161,14 @@ class ListEnds:
         if length == 1 and n_value is None and n_digest == o_digest and o_value is not None:
             n_value = o_value  # one element, both ends: the script sent it once
         self._length = length
-        newest = self._big_newest.observe(Element(n_size, n_digest, n_value))
-        if newest.size < 0 or newest.too_large:
-            self._newest = None
-        elif newest.payload is not None:
-            self._newest = (newest.payload, newest.digest)
-        # else unchanged: the element held is the newest still
+        newest = Element(n_size, n_digest, n_value)
+        if newest.size != UNREAD or self._big_newest.element is not None:
+            newest = self._big_newest.observe(newest)
+            if newest.size < 0 or newest.too_large:
+                self._newest = None
+            elif newest.payload is not None:
+                self._newest = (newest.payload, newest.digest)
+        # else unchanged: the element held is the newest still (the marker was found there)
         marker = self._newest[0] if self._newest is not None else None
         counts = self.marker.observe(length, found, marker)
         oldest = self._big_oldest.observe(Element(o_size, o_digest, o_value))
