@@ -74,7 +74,7 @@ def parse_delivery(value: bytes) -> Delivery | None:
     """An ``unacked`` hash value, JSON ``[message, exchange, routing_key]``; None if not that."""
     try:
         entry = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's limit
         return None
     if not isinstance(entry, list) or len(entry) != 3:
         return None

@@ -73,14 +73,14 @@ class ListMarker:
 
         ``length`` is ``LLEN``; ``found`` is ``LPOS``'s answer to :meth:`MarkerQuery.command`
         (indexes from the head, nearest the push end first; None when not asked); ``newest`` is
-        the element at the push end (None when the list is empty). The first sample only sets
-        the marker. Two copies of the marker (identical payloads) make the count a lower bound:
+        the element at the push end (None when the list is empty, or when that element is too
+        large to look for). The first sample only sets the marker. Two copies of the marker (identical payloads) make the count a lower bound:
         the nearer copy may be a newer job.
         """
         exact = True
         if self._length is not None:
             marker_index = found[0] if found else None
-            arrivals, exact = self._arrivals(length, marker_index)
+            arrivals, exact = self._arrivals(self._length, length, marker_index)
             if found is not None and len(found) > 1:
                 exact = False
             taken = self._length + arrivals - length
@@ -94,10 +94,10 @@ class ListMarker:
         self.ever_used = self.ever_used or length > 0
         return MarkerCounts(self.arrivals_total, self.completions_total, exact)
 
-    def _arrivals(self, length: int, marker_index: int | None) -> tuple[int, bool]:
+    def _arrivals(self, previous: int, length: int, marker_index: int | None) -> tuple[int, bool]:
         """Jobs pushed since the previous sample, and whether that count is exact."""
-        if self._marker is None:  # the list was empty: everything in it now is new, at least
-            return length, False
+        if self._marker is None:  # the list was empty (everything in it now is new) or had no
+            return max(0, length - previous), False  # marker: at least its growth is new
         if marker_index is None:  # taken (so all is new) or beyond MAXLEN (so MAXLEN are new)
             return min(length, self._maxlen), False
         moved = marker_index if self.push_end is End.HEAD else length - 1 - marker_index

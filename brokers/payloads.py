@@ -2,13 +2,21 @@
 
 A payload that is not what its format expects never raises: the result is an unknown time and
 a warning kind (one of the string constants below), which the adapter passes on.
+
+Payloads are bounded: one larger than :data:`MAX_PAYLOAD_BYTES` is not parsed (warning
+``payload_too_large``; the adapters check the size in Redis and never fetch such a payload), and
+one whose JSON nests deeper than :data:`MAX_PAYLOAD_DEPTH` is not read (``payload_too_deep``).
+The time of such a job is unknown, and the scaler estimates the age from the arrival history.
+
+A stamp read with ``now`` = infinity has no clock check yet; :func:`checked_at` adds it, so that
+an adapter can keep the stamp of a job it has read and check it again at each sample.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -18,6 +26,13 @@ BAD_TYPE = "bad_type"
 UNPARSEABLE = "unparseable_timestamp"
 FUTURE = "future_timestamp"
 ABSURD = "absurd_timestamp"
+TOO_LARGE = "payload_too_large"
+TOO_DEEP = "payload_too_deep"
+
+#: the largest payload read for its time (1 MiB); a larger job is skipped, with TOO_LARGE
+MAX_PAYLOAD_BYTES = 1 << 20
+#: the deepest nesting of JSON arrays and objects read; deeper is skipped, with TOO_DEEP
+MAX_PAYLOAD_DEPTH = 64
 
 #: how far in the future a time may be and still count as clock skew (age clamped to 0)
 MAX_SKEW = 300.0
@@ -61,6 +76,8 @@ def sidekiq_stamp(raw: Raw, now: float) -> Stamp:
 
 def rq_stamp(raw: Raw, now: float) -> Stamp:
     """The ``enqueued_at`` field of an RQ job hash: ``%Y-%m-%dT%H:%M:%S.%fZ`` UTC (any ISO 8601)."""
+    if too_large(raw):
+        return Stamp(None, "enqueued_at", TOO_LARGE)
     text = _text(raw)
     if text is None:
         return Stamp(None, "enqueued_at", MISSING_FIELD)
@@ -69,6 +86,8 @@ def rq_stamp(raw: Raw, now: float) -> Stamp:
 
 def bullmq_stamp(raw: Raw, now: float) -> Stamp:
     """The ``timestamp`` field of a BullMQ job hash: epoch milliseconds."""
+    if too_large(raw):
+        return Stamp(None, "timestamp", TOO_LARGE)
     text = _text(raw)
     if text is None:
         return Stamp(None, "timestamp", MISSING_FIELD)
@@ -161,6 +180,13 @@ def stamp_reader(format_name: str, path: str | None = None, unit: str = "auto") 
     return readers[format_name]
 
 
+def checked_at(stamp: Stamp, now: float) -> Stamp:
+    """``stamp``, read with ``now`` = infinity (no clock check), checked against ``now``."""
+    if stamp.enqueued_at is None:
+        return stamp
+    return _checked(stamp.enqueued_at, stamp.field or "", now)
+
+
 def _at_path(value: object, path: str) -> object | None:
     """The value at the dotted ``path`` in nested JSON objects; None when absent or null."""
     for part in path.split("."):
@@ -221,11 +247,44 @@ def _text(raw: Raw) -> str | None:
 
 def _json_object(raw: Raw) -> dict[str, object] | str:
     """The payload as a JSON object, or the warning kind saying why it is not one."""
+    if too_large(raw):
+        return TOO_LARGE
     text = _text(raw)
     if text is None:
         return MISSING_FIELD
     try:
         value = json.loads(text)
+    except RecursionError:  # nested past the interpreter's limit, far past MAX_PAYLOAD_DEPTH
+        return TOO_DEEP
     except ValueError:
         return NOT_JSON
-    return value if isinstance(value, dict) else BAD_TYPE
+    if not isinstance(value, dict):
+        return BAD_TYPE
+    return value if _within_depth(value) else TOO_DEEP
+
+
+def too_large(raw: Raw) -> bool:
+    """Whether ``raw`` is above MAX_PAYLOAD_BYTES."""
+    return raw is not None and len(raw) > MAX_PAYLOAD_BYTES
+
+
+def _within_depth(value: dict[str, object]) -> bool:
+    """Whether no array or object in ``value`` lies deeper than MAX_PAYLOAD_DEPTH (``value``
+    itself is at depth 1). Level by level, not by recursion: a deep payload must not exhaust
+    the stack."""
+    level: list[object] = [value]
+    for _ in range(MAX_PAYLOAD_DEPTH):
+        level = [child for container in level for child in _children(container)]
+        if not level:
+            return True
+    return False
+
+
+def _children(container: object) -> list[object]:
+    """The arrays and objects directly inside ``container``."""
+    values: Iterable[object] = ()
+    if isinstance(container, dict):
+        values = container.values()
+    elif isinstance(container, list):
+        values = container
+    return [value for value in values if isinstance(value, dict | list)]

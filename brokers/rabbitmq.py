@@ -27,7 +27,11 @@ arrival history place the totals at that time, not at the sample.
 Degraded: with the management API down, the snapshot has the AMQP counts only (in flight, age
 and totals unknown) and the warning ``management_unavailable`` (``management_denied`` when the
 API refuses the user); with AMQP down, the management figures stand in for the ready count and
-consumers (``amqp_unavailable``); with both down the sample fails as BrokerUnavailable.
+consumers (``amqp_unavailable``); with both down the sample fails as BrokerUnreachable, or as
+NotTheBroker where the AMQP port answered in another protocol (the clients see the fixed
+sentences of ``scaler.errors``; what each side said goes to the server's log). A refused login,
+vhost or queue is BrokerRefused, a missing queue QueueMisconfigured, without the broker's reply
+text (it names the user).
 
 Quorum queues answer a passive declare with 0 ready and 0 consumers whenever their leader does
 not answer within 250 ms, or there is none (``rabbit_quorum_queue:stat/2`` turns a timeout, an
@@ -50,7 +54,13 @@ from brokers.base import Precision, QueueSnapshot
 from brokers.rabbitmq_amqp import AmqpUnavailable
 from brokers.rabbitmq_management import VhostReply
 from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
-from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from scaler.errors import (
+    TLS_FILES,
+    BrokerUnavailable,
+    BrokerUnreachable,
+    NotTheBroker,
+    QueueMisconfigured,
+)
 from scaler.spec import QueueSource
 
 COUNTS_SOURCE = "management-totals"
@@ -77,7 +87,7 @@ class RabbitQueueAdapter:
             self.stats = rabbitmq_management.acquire(self._management, self._endpoint.vhost)
         except (OSError, ssl.SSLError) as exc:
             raise QueueMisconfigured(
-                f"{source.describe()}: cannot load a TLS file for the management API: {exc}"
+                f"{source.describe()}: {TLS_FILES}", detail=f"management API: {exc!r}"
             ) from None
         self.connection = rabbitmq_amqp.CONNECTIONS.acquire(self._endpoint)
         self._used = 0.0  # start of the management reply used last
@@ -116,9 +126,10 @@ class RabbitQueueAdapter:
             entry = None  # a new queue whose figures the broker has not emitted yet
         if isinstance(declared, AmqpUnavailable) and entry is None:
             why = reply.error[1] if reply.error else "no figures for the queue yet"
-            raise BrokerUnavailable(
-                self.broker, self.queue, f"AMQP: {declared}; management API: {why}"
-            )
+            detail = f"AMQP: {declared}; management API: {why}"
+            if declared.not_amqp:
+                raise NotTheBroker(self.broker, self.queue, "RabbitMQ (AMQP)", detail=detail)
+            raise BrokerUnreachable(self.broker, self.queue, detail=detail)
         return self._snapshot(observed_at, declared, reply, entry)
 
     def _snapshot(

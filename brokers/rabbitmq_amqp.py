@@ -25,17 +25,19 @@ import threading
 
 import pika
 import pika.exceptions
+from pika.adapters.utils.connection_workflow import AMQPConnectorException
 
 from brokers.rabbitmq_url import AmqpEndpoint
 from brokers.shared import SharedByKey
-from scaler.errors import QueueMisconfigured
+from scaler.errors import TLS_FILES, BrokerRefused, QueueMisconfigured
 
 #: seconds between heartbeats; the thread services them while no request runs
 HEARTBEAT = 10
 #: how long the thread waits for a request before servicing the connection
 IDLE_POLL = 1.0
 CONNECT_TIMEOUT = 2.0
-#: AMQP reply codes that no retry will fix: access refused, vhost not found or not allowed
+#: AMQP reply codes that no retry will fix: access refused (a wrong password, or no permission),
+#: vhost not found or not allowed
 REFUSED = (403, 530)
 
 _Request = tuple[str, "concurrent.futures.Future[tuple[int, int]]"]
@@ -46,7 +48,12 @@ logging.getLogger("pika").setLevel(logging.CRITICAL)
 
 
 class AmqpUnavailable(Exception):
-    """The broker did not answer over AMQP (the message names no secret)."""
+    """The broker did not answer over AMQP, or not as RabbitMQ (``not_amqp``: another server
+    answered). The message is a detail for the server's log; it names no secret."""
+
+    def __init__(self, detail: str, *, not_amqp: bool = False) -> None:
+        super().__init__(detail)
+        self.not_amqp = not_amqp
 
 
 class AmqpConnection:
@@ -112,22 +119,22 @@ class AmqpConnection:
                 frame = channel.queue_declare(name, passive=True)
             except pika.exceptions.ChannelClosedByBroker as exc:
                 self._channel = None
-                raise self._refused(name, exc.reply_code, exc.reply_text) from None
+                raise self._refused(name, exc.reply_code, repr(exc)) from None
             except pika.exceptions.ConnectionClosedByBroker as exc:
                 self._drop()
                 if exc.reply_code in REFUSED:
-                    raise self._refused(name, exc.reply_code, exc.reply_text) from None
+                    raise self._refused(name, exc.reply_code, repr(exc)) from None
                 if attempt == 2:
                     raise self._unavailable(exc) from None
-            except (pika.exceptions.AMQPError, OSError) as exc:
+            except (pika.exceptions.AMQPError, AMQPConnectorException, OSError) as exc:
                 self._drop()
                 if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
-                    raise self._unavailable("authentication refused") from None
+                    raise self._refused(name, 403, repr(exc)) from None
                 if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
                     raise self._refused(
-                        name, 530, str(exc)
+                        name, 530, repr(exc)
                     ) from None  # no such vhost, or no access
-                if attempt == 2:
+                if attempt == 2 or isinstance(exc, pika.exceptions.IncompatibleProtocolError):
                     raise self._unavailable(exc) from None
             else:
                 method = frame.method
@@ -150,9 +157,9 @@ class AmqpConnection:
         if e.tls is not None:
             try:
                 context = e.tls.context()
-            except (OSError, ssl.SSLError) as exc:
-                raise QueueMisconfigured(
-                    f"rabbitmq: cannot load a TLS file of url: {exc}"
+            except (OSError, ssl.SSLError) as exc:  # one message whatever the cause: a missing
+                raise QueueMisconfigured(  # file and an unreadable one look the same
+                    f"rabbitmq: {TLS_FILES}", detail=f"url: {exc!r}"
                 ) from None
             tls = pika.SSLOptions(context, e.tls.server_name or e.host)
         return pika.ConnectionParameters(
@@ -174,28 +181,44 @@ class AmqpConnection:
             with contextlib.suppress(pika.exceptions.AMQPError, OSError):
                 connection.close()
 
-    def _refused(self, name: str, code: int, text: str) -> QueueMisconfigured:
-        where = f"rabbitmq queue {name!r} in vhost {self.endpoint.vhost!r}"
+    def _refused(self, name: str, code: int, detail: str) -> QueueMisconfigured:
+        """The broker's refusal as the project's error; its reply text (which may name the user)
+        goes to the detail only."""
+        detail = self._hidden(detail)
+        where = f"vhost {self.endpoint.vhost!r}"
         if code == 530:
-            return QueueMisconfigured(
-                f"{where}: the broker refused the vhost ({text}); fix the vhost in the URL "
-                "(the path: /%2F for /) or the user's permissions"
+            message = (
+                f"the broker refused the {where} to the user (no such vhost, or no access to it); "
+                "fix the vhost in the URL (the path: /%2F for /) or the user's permissions"
             )
+            return BrokerRefused("rabbitmq", name, message=message, detail=detail)
+        if code == 403:
+            return BrokerRefused("rabbitmq", name, detail=detail)
         if code == 404:
             return QueueMisconfigured(
-                f"{where} does not exist ({text}); the scaler never creates queues: "
-                "declare it (start a worker or producer), or fix queue or the vhost in the URL"
+                f"rabbitmq queue {name!r} in {where} does not exist; the scaler never creates "
+                "queues: declare it (start a worker or producer), or fix queue or the vhost in "
+                "the URL",
+                detail=detail,
             )
-        return QueueMisconfigured(f"{where}: the broker refused access ({code} {text})")
+        return QueueMisconfigured(
+            f"rabbitmq queue {name!r} in {where}: the broker refused the passive declare "
+            f"(AMQP reply code {code})",
+            detail=detail,
+        )
 
     def _unavailable(self, error: Exception | str) -> AmqpUnavailable:
         if isinstance(error, str):
             detail = error
         else:  # pika's AMQPConnectionError says nothing in str(), its cause is in repr()
             detail = f"{type(error).__name__}: {error}" if str(error) else repr(error)
+        not_amqp = isinstance(error, pika.exceptions.IncompatibleProtocolError)
+        return AmqpUnavailable(self._hidden(detail), not_amqp=not_amqp)
+
+    def _hidden(self, detail: str) -> str:
         if self.endpoint.password:
             detail = detail.replace(self.endpoint.password, "<hidden>")
-        return AmqpUnavailable(detail)
+        return detail
 
 
 async def _close(connection: AmqpConnection) -> None:

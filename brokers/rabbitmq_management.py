@@ -214,8 +214,8 @@ class VhostStats:
             )
         try:
             queues = {entry["name"]: entry for entry in response.json()}
-        except (ValueError, TypeError, KeyError) as exc:
-            return VhostReply(started, finished, error=(UNAVAILABLE, f"unreadable reply ({exc})"))
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:  # not the API's JSON
+            return VhostReply(started, finished, error=(UNAVAILABLE, f"unreadable reply ({exc!r})"))
         reply = VhostReply(started, finished, queues)
         return VhostReply(started, finished, queues, self.clock.observe(queues, reply.at))
 

@@ -9,8 +9,10 @@ transport options ``priority_steps`` and ``sep``, given by the trigger metadata 
 (``Channel._put``) and takes from the tail (``BRPOP`` in ``Channel._brpop_start``, ``RPOP`` in
 ``Channel._get``), so each list's push end is its head and its oldest message its tail (index -1).
 
-One sample is one MULTI/EXEC round trip: for each list ``LLEN``, the oldest and the newest
-element and ``LPOS`` of the previous list marker; and ``HLEN`` of the ``unacked`` hash.
+One sample is one MULTI/EXEC round trip: for each list, ``brokers.list_ends``'s script (its
+length, its oldest and newest elements, each sent only when changed and at most
+``payloads.MAX_PAYLOAD_BYTES`` long, and ``LPOS`` of the previous list marker); and ``HLEN`` of
+the ``unacked`` hash.
 
 - depth: the sum of the lists' lengths (as ``Channel._size`` counts).
 - arrivals and completions: one ``ListMarker`` per list, summed; exact only when every list's
@@ -20,13 +22,18 @@ element and ``LPOS`` of the previous list marker; and ``HLEN`` of the ``unacked`
   one (``brokers.payloads.celery_stamp``: ``properties.published_at`` as Judoscale's
   ``before_task_publish`` handler sets it, ``headers.published_at``, or ``timestampField``).
   The oldest of the lists' tails, exact only when every non-empty list's tail has a time: one
-  without a time may be older, and a lower bound must not pass for exact.
+  without a time may be older, and a lower bound must not pass for exact. A tail too large or
+  nested too deep to read has no time (``payload_too_large``, ``payload_too_deep``). Each
+  tail's time is read once, while it stays the tail.
 - in flight: messages delivered and not yet acked, which kombu keeps in the hash ``unacked``
   (one per Redis db and key prefix, not per queue; a worker's prefetched messages and the ETA
   and countdown tasks it holds are there too, as kombu cannot tell them from running ones). Its
   values name the exchange and routing key, not the queue: each is routed as kombu routes it
   (``kombu_layout.routes_to``). Up to :data:`MAX_UNACKED_READ` entries a second round trip
-  reads them (``HGETALL``), and a third the binding sets of any named exchanges among them;
+  lists them (``HKEYS``), a third fetches the ones not read before (each entry once: kombu's
+  delivery tags are unique and an entry is never rewritten; one above
+  ``payloads.MAX_PAYLOAD_BYTES`` never, which leaves the count unknown with the warning
+  ``payload_too_large``), and another the binding sets of any named exchanges among them;
   above that the count is unknown.
 - consumers: unknown; kombu's Redis transport keeps no registry of them.
 
@@ -37,9 +44,9 @@ no trigger metadata key sets it.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from brokers.base import Precision, QueueSnapshot
@@ -47,14 +54,15 @@ from brokers.formats import End
 from brokers.kombu_layout import (
     UNACKED,
     Binding,
+    Delivery,
     binding_key,
     parse_binding,
     parse_delivery,
     priority_lists,
     routes_to,
 )
-from brokers.list_marker import ListMarker, MarkerCounts, MarkerQuery
-from brokers.payloads import Stamp, stamp_reader
+from brokers.list_ends import Element, Ends, ListEnds
+from brokers.payloads import MAX_PAYLOAD_BYTES, TOO_LARGE, Stamp, checked_at, stamp_reader
 from brokers.redis_connection import Command, RedisConnection
 from brokers.redis_queues import COUNTS_SOURCE
 from scaler.spec import QueueSource
@@ -63,13 +71,21 @@ from scaler.spec import QueueSource
 MAX_UNACKED_READ = 10_000
 #: a warning kind: an ``unacked`` entry that is not kombu's ``[message, exchange, routing_key]``
 UNACKED_UNREADABLE = "unacked_unreadable"
-
-
-@dataclass(frozen=True, slots=True)
-class _ListSample:
-    length: int
-    oldest: bytes | None
-    counts: MarkerCounts
+#: KEYS[1] the ``unacked`` hash, ARGV[1] the size bound, ARGV[2...] delivery tags: for each,
+#: its size and its entry (false when above the bound, or gone: size 0)
+UNACKED_SCRIPT = """
+local replies = {}
+for i = 2, #ARGV do
+  local size = redis.call('HSTRLEN', KEYS[1], ARGV[i])
+  replies[#replies + 1] = size
+  if size > tonumber(ARGV[1]) then
+    replies[#replies + 1] = false
+  else
+    replies[#replies + 1] = redis.call('HGET', KEYS[1], ARGV[i])
+  end
+end
+return replies
+"""
 
 
 class CeleryAdapter:
@@ -81,31 +97,29 @@ class CeleryAdapter:
         self.queue = source.queue
         self._prefix = source.key_prefix
         self._sep = source.priority_separator
-        self._lists = priority_lists(
+        lists = priority_lists(
             source.key_prefix, source.queue, source.priority_steps, source.priority_separator
         )
-        self._markers = tuple(ListMarker(End.HEAD) for _ in self._lists)
+        self._lists = tuple(ListEnds(key, End.TAIL) for key in lists)
+        #: per list, the hash of its tail last read and its time without a clock check
+        self._tails: list[tuple[bytes, Stamp] | None] = [None for _ in lists]
         self._read_stamp = stamp_reader("celery", source.timestamp_field, source.timestamp_unit)
+        #: the ``unacked`` entries read so far, by delivery tag (at most MAX_UNACKED_READ)
+        self._deliveries: dict[bytes, Delivery | str | None] = {}
         self._redis = RedisConnection(source)
 
     async def sample(self) -> QueueSnapshot:
-        queries = [marker.query() for marker in self._markers]
-        commands: list[Command] = []
-        for key, query in zip(self._lists, queries, strict=True):
-            commands += [("LLEN", key), ("LINDEX", key, -1), ("LINDEX", key, 0)]
-            if query is not None:
-                commands.append(query.command(key))
+        commands: list[Command] = [
+            ends.command(tail[0] if tail is not None else b"")
+            for ends, tail in zip(self._lists, self._tails, strict=True)
+        ]
         commands.append(("HLEN", self._prefix + UNACKED))
-        replies = iter(await self._redis.execute(commands, transaction=True))
+        replies = await self._redis.execute(commands, transaction=True)
         observed_at = time.time()
 
-        lists = [
-            _observe(marker, query, replies)
-            for marker, query in zip(self._markers, queries, strict=True)
-        ]
-        unacked: int = next(replies)
-        tails = [sample.oldest for sample in lists if sample.oldest is not None]
-        oldest, stamp_warnings = self._oldest(tails, observed_at)
+        lists = [ends.observe(reply) for ends, reply in zip(self._lists, replies, strict=False)]
+        unacked: int = replies[-1]
+        oldest, stamp_warnings = self._oldest(lists, observed_at)
         in_flight, unacked_warnings = await self._in_flight(unacked)
         return QueueSnapshot(
             observed_at=observed_at,
@@ -121,8 +135,8 @@ class CeleryAdapter:
             # ever have exact counts
             counts_exact=all(
                 sample.counts.exact
-                for sample, marker in zip(lists, self._markers, strict=True)
-                if marker.ever_used
+                for sample, ends in zip(lists, self._lists, strict=True)
+                if ends.marker.ever_used
             ),
             counts_source=COUNTS_SOURCE,
             consumers=None,
@@ -132,29 +146,63 @@ class CeleryAdapter:
     async def aclose(self) -> None:
         await self._redis.aclose()
 
-    def _oldest(self, tails: Sequence[bytes], now: float) -> tuple[Stamp, tuple[str, ...]]:
+    def _oldest(self, lists: Sequence[Ends], now: float) -> tuple[Stamp, tuple[str, ...]]:
         """The earliest publish time of the lists' oldest messages, if every one has a time."""
-        stamps = [self._read_stamp(tail, now) for tail in tails]
+        stamps = [
+            self._tail_stamp(index, sample.oldest, now)
+            for index, sample in enumerate(lists)
+            if sample.oldest is not None
+        ]
         warnings = tuple(dict.fromkeys(s.warning for s in stamps if s.warning is not None))
         known = [(s.enqueued_at, s) for s in stamps if s.enqueued_at is not None]
         if not known or len(known) < len(stamps):
             return Stamp(None), warnings
         return min(known, key=lambda pair: pair[0])[1], warnings
 
+    def _tail_stamp(self, index: int, tail: Element, now: float) -> Stamp:
+        """The time of list ``index``'s oldest message, read once while it stays there."""
+        if tail.too_large:
+            return Stamp(None, warning=TOO_LARGE)
+        if tail.payload is not None:  # a message not read before
+            self._tails[index] = (tail.digest, self._read_stamp(tail.payload, math.inf))
+        held = self._tails[index]
+        return checked_at(held[1], now) if held is not None else Stamp(None)
+
     async def _in_flight(self, unacked: int) -> tuple[int | None, tuple[str, ...]]:
         """How many of the ``unacked`` hash's entries (``unacked`` in all) are this queue's."""
         if unacked == 0:
+            self._deliveries.clear()
             return 0, ()
         if unacked > MAX_UNACKED_READ:
+            self._deliveries.clear()
             return None, ()
-        command: Command = ("HGETALL", self._prefix + UNACKED)
-        (entries,) = await self._redis.execute([command], transaction=False)
-        deliveries = [parse_delivery(value) for value in entries.values()]
-        known = [delivery for delivery in deliveries if delivery is not None]
+        deliveries = await self._read_unacked()
+        if TOO_LARGE in deliveries:
+            return None, (TOO_LARGE,)
+        known = [delivery for delivery in deliveries if isinstance(delivery, Delivery)]
         if len(known) < len(deliveries):
             return None, (UNACKED_UNREADABLE,)
         bindings = await self._bindings(sorted({d.exchange for d in known if d.exchange}))
         return sum(routes_to(d, self.queue, bindings.get(d.exchange, ())) for d in known), ()
+
+    async def _read_unacked(self) -> list[Delivery | str | None]:
+        """Every ``unacked`` entry, parsed; each entry is fetched once (kombu's delivery tags
+        are unique and an entry is never rewritten), and one above the size bound never
+        (``TOO_LARGE`` in its place)."""
+        key = self._prefix + UNACKED
+        (tags,) = await self._redis.execute([("HKEYS", key)], transaction=False)
+        new = [tag for tag in tags if tag not in self._deliveries]
+        if new:
+            command: Command = ("EVAL", UNACKED_SCRIPT, 1, key, MAX_PAYLOAD_BYTES, *new)
+            (replies,) = await self._redis.execute([command], transaction=False)
+            for tag, size, value in zip(new, replies[::2], replies[1::2], strict=True):
+                if value is not None:
+                    self._deliveries[tag] = parse_delivery(value)
+                elif size > MAX_PAYLOAD_BYTES:
+                    self._deliveries[tag] = TOO_LARGE
+                # else acked since HKEYS: gone
+        self._deliveries = {tag: self._deliveries[tag] for tag in tags if tag in self._deliveries}
+        return list(self._deliveries.values())
 
     async def _bindings(self, exchanges: Sequence[str]) -> dict[str, list[Binding]]:
         """The binding sets of named exchanges (empty for none)."""
@@ -170,13 +218,6 @@ class CeleryAdapter:
             ]
             for exchange, members in zip(exchanges, replies, strict=True)
         }
-
-
-def _observe(marker: ListMarker, query: MarkerQuery | None, replies: Iterator[Any]) -> _ListSample:
-    """One list's replies (LLEN, oldest, newest, LPOS if asked), accounted by its marker."""
-    length, oldest, newest = next(replies), next(replies), next(replies)
-    marker_index = next(replies) if query is not None else None
-    return _ListSample(length, oldest, marker.observe(length, marker_index, newest))
 
 
 def _precision(stamp: Stamp) -> Precision:

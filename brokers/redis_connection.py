@@ -1,8 +1,28 @@
 """Redis connections shared by every adapter on the same URL, and the one place where Redis
-errors become the project's errors (no URL or password in any message)."""
+errors become the project's errors.
+
+A failure is told to clients in the fixed sentences of ``scaler.errors``, by kind; what Redis or
+the socket said goes into the error's ``detail``, for the server's log, with the URL and the
+password taken out:
+
+- no answer at all (refused, closed or reset without a reply, timed out, unknown host, a TLS
+  handshake or file that fails): :class:`~scaler.errors.BrokerUnreachable`. PostgreSQL and
+  MQTT close the connection without a word when they read Redis's bytes, but so does a TCP
+  proxy whose Redis is down, so a silent close is not taken for another server;
+- an answer that is not Redis's protocol (an HTTP, AMQP, MySQL or NATS greeting):
+  :class:`~scaler.errors.NotTheBroker`;
+- a refused login or command (``WRONGPASS``, ``NOAUTH``, ``NOPERM``, protected mode's
+  ``DENIED``): :class:`~scaler.errors.BrokerRefused`;
+- ``WRONGTYPE`` and ``NOGROUP``: :class:`~scaler.errors.QueueMisconfigured`, naming the key;
+- any other error reply (``LOADING``, ``BUSY``, ``MASTERDOWN``...): BrokerUnavailable naming
+  the reply's code word only.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import re
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -10,12 +30,27 @@ from urllib.parse import urlsplit
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    BusyLoadingError,
+    InvalidResponse,
+    NoPermissionError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from brokers.shared import SharedByKey
-from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from scaler.errors import (
+    BrokerRefused,
+    BrokerUnavailable,
+    BrokerUnreachable,
+    NotTheBroker,
+    QueueMisconfigured,
+    ScalerError,
+)
 from scaler.spec import QueueSource
 
 SOCKET_TIMEOUT = 2.0
@@ -33,6 +68,7 @@ KEY_TYPES = {
     "SCARD": "set",
     "SMEMBERS": "set",
     "HGET": "hash",
+    "HSTRLEN": "hash",
     "HLEN": "hash",
     "HGETALL": "hash",
     "XINFO": "stream",
@@ -42,6 +78,12 @@ KEY_TYPES = {
 #: error replies that say the queue is not laid out as its format expects; they will not go away
 #: by trying again, unlike LOADING or BUSY
 MISCONFIGURED = ("WRONGTYPE", "NOGROUP")
+#: error replies that refuse the login or the command: a password or the user's ACL is wrong
+REFUSED_REPLIES = ("NOAUTH", "WRONGPASS", "NOPERM", "DENIED")
+#: the first command a script calls, which names the type of key it needs
+_FIRST_CALL = re.compile(r"redis\.call\('([A-Z]+)'")
+#: the code word of an error reply (``LOADING``, ``BUSY``...), the only part shown to clients
+_CODE_WORD = re.compile(r"[A-Z]{2,20}")
 
 Command = tuple[str, str | bytes, *tuple[str | bytes | int | float, ...]]
 
@@ -65,6 +107,18 @@ async def _close_client(client: Redis) -> None:
 CLIENTS: SharedByKey[str, Redis] = SharedByKey(_open_client, _close_client)
 
 
+def _by_hash(command: Command) -> Command:
+    """``EVAL script ...`` as ``EVALSHA sha1(script) ...``; any other command as it is."""
+    if command[0] != "EVAL":
+        return command
+    return ("EVALSHA", _script_hash(str(command[1])), *command[2:])
+
+
+@functools.cache
+def _script_hash(script: str) -> str:
+    return hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()  # as Redis names it
+
+
 class RedisConnection:
     """One adapter's use of the shared client for its URL."""
 
@@ -78,7 +132,22 @@ class RedisConnection:
             await CLIENTS.release(self._source.url)
 
     async def execute(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
-        """Run ``commands`` in one round trip (MULTI/EXEC when ``transaction``)."""
+        """Run ``commands`` in one round trip (MULTI/EXEC when ``transaction``).
+
+        A script (``EVAL``) is sent by its hash (``EVALSHA``); where Redis does not hold it (a
+        new or restarted Redis: ``NOSCRIPT``), the round trip is made again with ``EVAL``, which
+        loads it. The scripts only read, so running the rest twice changes nothing."""
+        replies = await self._round_trip([_by_hash(c) for c in commands], transaction)
+        if any(isinstance(reply, NoScriptError) for reply in replies):
+            replies = await self._round_trip(commands, transaction)
+        for command, reply in zip(commands, replies, strict=True):
+            if isinstance(reply, ResponseError) and str(reply).startswith(MISCONFIGURED):
+                raise self._misconfigured(command, reply)
+            if isinstance(reply, ResponseError):
+                raise self._failure(reply)
+        return replies
+
+    async def _round_trip(self, commands: Sequence[Command], transaction: bool) -> list[Any]:
         if self._client is None:
             raise RuntimeError(f"{self._source.describe()}: adapter is closed")
         pipe = self._client.pipeline(transaction=transaction)
@@ -86,18 +155,18 @@ class RedisConnection:
             pipe.execute_command(*command)
         try:
             replies: list[Any] = await pipe.execute(raise_on_error=False)
-        except (RedisConnectionError, RedisTimeoutError, OSError, ResponseError) as exc:
-            raise self._unavailable(exc) from exc
-        for command, reply in zip(commands, replies, strict=True):
-            if isinstance(reply, ResponseError) and str(reply).startswith(MISCONFIGURED):
-                raise self._misconfigured(command, reply)
-            if isinstance(reply, ResponseError):  # LOADING, BUSY, MASTERDOWN...: try again later
-                raise self._unavailable(reply)
+        except (RedisError, OSError) as exc:
+            raise self._failure(exc) from None
         return replies
 
     def _misconfigured(self, command: Command, error: ResponseError) -> QueueMisconfigured:
-        name = command[0]
-        key = command[2] if name == "XINFO" and len(command) > 2 else command[1]  # XINFO STREAM key
+        name, key = command[0], command[1]
+        if name == "XINFO" and len(command) > 2:  # XINFO STREAM key
+            key = str(command[2])
+        if name == "EVAL" and len(command) > 3:  # EVAL script 1 key: named by its first call
+            call = _FIRST_CALL.search(str(command[1]))
+            name = call.group(1) if call else name
+            key = command[3] if isinstance(command[3], str | bytes) else str(command[3])
         shown = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
         if str(error).startswith("NOGROUP"):
             return QueueMisconfigured(
@@ -109,10 +178,37 @@ class RedisConnection:
             f"as format {self._source.format} expects ({error})"
         )
 
-    def _unavailable(self, error: Exception) -> BrokerUnavailable:
+    def _failure(self, error: Exception) -> ScalerError:
+        """The project's error for a failed round trip (see the module's docstring)."""
+        broker, queue = self._source.broker, self._source.queue
+        detail = self._detail(error)
+        text = str(error)
+        if isinstance(error, AuthenticationError | AuthorizationError | NoPermissionError) or (
+            isinstance(error, ResponseError) and text.startswith(REFUSED_REPLIES)
+        ):
+            return BrokerRefused(broker, queue, detail=detail)
+        if isinstance(error, InvalidResponse):
+            return NotTheBroker(broker, queue, "Redis", detail=detail)
+        if isinstance(error, BusyLoadingError):  # redis-py's name for a LOADING reply
+            return BrokerUnavailable(
+                broker, queue, "Redis answered LOADING (it is loading its data)", detail=detail
+            )
+        if isinstance(error, ResponseError):  # BUSY, MASTERDOWN...: try again later
+            word = _CODE_WORD.match(text)
+            code = word.group() if word else "an error"
+            return BrokerUnavailable(
+                broker,
+                queue,
+                f"Redis answered {code} (the scaler's log has the reply)",
+                detail=detail,
+            )
+        return BrokerUnreachable(broker, queue, detail=detail)
+
+    def _detail(self, error: Exception) -> str:
+        """What went wrong, for the server's log: without the URL or the password."""
         detail = f"{type(error).__name__}: {error}"
         password = urlsplit(self._source.url).password
         for secret in (self._source.url, password):
             if secret:
                 detail = detail.replace(secret, "<hidden>")
-        return BrokerUnavailable(self._source.broker, self._source.queue, detail)
+        return detail

@@ -1,9 +1,14 @@
 """Queues kept in Redis lists (Sidekiq, RQ, BullMQ, Dramatiq, Resque, Huey, lists) -> QueueSnapshot.
 
-One sample is one MULTI/EXEC round trip: the list's length, its oldest and newest elements, the
-position of the previous marker (``brokers.list_marker``) and the format's other counts. Formats
-that keep the enqueue time in a job hash (RQ, BullMQ, Dramatiq) take a second round trip to read
-it, skipped while the oldest job is the one seen last time.
+One sample is one MULTI/EXEC round trip: the list's length, its oldest and newest elements and
+the position of the previous marker (``brokers.list_marker``), read by ``brokers.list_ends``,
+which sends an end's element only when it changed since the last sample and is at most
+``payloads.MAX_PAYLOAD_BYTES`` long; and the format's other counts. Formats that keep the
+enqueue time in a job hash (RQ, BullMQ, Dramatiq) take a second round trip to read it, when the
+oldest job is not the one seen last time; a time field above the bound is measured
+(``HSTRLEN``) and not fetched. A job whose payload is too large, or nested too deep, has no
+time (warning ``payload_too_large`` or ``payload_too_deep``): the scaler then estimates the
+age from the arrival history, as for jobs that carry no time.
 
 Key names and list ends, as the installed libraries write them (``P`` is the key prefix):
 
@@ -34,6 +39,7 @@ scaler estimates it from the arrival history.
 from __future__ import annotations
 
 import enum
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -41,12 +47,18 @@ from dataclasses import dataclass
 
 from brokers.base import Precision, QueueSnapshot
 from brokers.formats import FORMATS, End
-from brokers.list_marker import ListMarker
-from brokers.payloads import Stamp, stamp_reader
+from brokers.list_ends import Element, ListEnds
+from brokers.payloads import MAX_PAYLOAD_BYTES, TOO_LARGE, Stamp, checked_at, stamp_reader
 from brokers.redis_connection import Command, RedisConnection
 from scaler.spec import QueueSource
 
 COUNTS_SOURCE = "list-marker"
+#: KEYS[1] a job hash, ARGV[1] its field, ARGV[2] the size bound: {size, value or false}
+FIELD_SCRIPT = """
+local size = redis.call('HSTRLEN', KEYS[1], ARGV[1])
+if size > tonumber(ARGV[2]) then return {size, false} end
+return {size, redis.call('HGET', KEYS[1], ARGV[1])}
+"""
 
 
 class Role(enum.Enum):
@@ -140,34 +152,27 @@ class RedisQueueAdapter:
         self._read_stamp = stamp_reader(
             source.format, source.timestamp_field, source.timestamp_unit
         )
-        self._marker = ListMarker(self._layout.oldest_end.opposite)
-        #: (job id, raw time field) of the oldest job last seen
-        self._cached_time: tuple[bytes, bytes] | None = None
+        self._ends = ListEnds(self._layout.list_key, self._layout.oldest_end)
+        #: the hash of the oldest element last read, and its time without a clock check
+        self._oldest: tuple[bytes, Stamp] | None = None
         self._redis = RedisConnection(source)
 
     async def sample(self) -> QueueSnapshot:
-        layout, query = self._layout, self._marker.query()
-        oldest_index = 0 if layout.oldest_end is End.HEAD else -1
-        commands: list[Command] = [
-            ("LLEN", layout.list_key),
-            ("LINDEX", layout.list_key, oldest_index),
-            ("LINDEX", layout.list_key, -1 - oldest_index),
-        ]
-        if query is not None:
-            commands.append(query.command(layout.list_key))
+        layout = self._layout
+        known = self._oldest[0] if self._oldest is not None else b""
+        commands: list[Command] = [self._ends.command(known)]
         commands += [(count.command, count.key) for count in layout.counts]
         replies = await self._redis.execute(commands, transaction=True)
         observed_at = time.time()
 
-        length, oldest, newest = replies[:3]
-        marker_index = replies[3] if query is not None else None
-        counts = self._marker.observe(length, marker_index, newest)
-        extra = self._counts(replies[len(commands) - len(layout.counts) :])
+        ends = self._ends.observe(replies[0])
+        extra = self._counts(replies[1:])
         elsewhere = extra.get(Role.WAITING_ELSEWHERE, 0)
-        stamp = await self._stamp(oldest, observed_at) if oldest is not None else Stamp(None)
+        stamp = await self._stamp(ends.oldest, observed_at)
+        counts = ends.counts
         return QueueSnapshot(
             observed_at=observed_at,
-            depth=length + elsewhere,
+            depth=ends.length + elsewhere,
             in_flight=extra.get(Role.IN_FLIGHT),
             oldest_enqueued_at=stamp.enqueued_at,
             oldest_precision=_precision(stamp, waiting_elsewhere=elsewhere > 0),
@@ -189,18 +194,39 @@ class RedisQueueAdapter:
             totals[count.role] = totals.get(count.role, 0) + reply
         return totals
 
-    async def _stamp(self, oldest: bytes, now: float) -> Stamp:
-        """The oldest job's enqueue time: in the element itself, or in its job hash."""
+    async def _stamp(self, oldest: Element | None, now: float) -> Stamp:
+        """The oldest job's enqueue time, read once per job: in the element itself, or in its
+        job hash."""
+        if oldest is None:
+            return Stamp(None)
+        if oldest.too_large:
+            return Stamp(None, warning=TOO_LARGE)
+        if oldest.payload is not None:  # a job not read before
+            unclocked = await self._unclocked(oldest.payload)
+            if unclocked is None:  # its hash is not written yet, or gone: ask again next time
+                self._oldest = None
+                return self._read_stamp(None, now)
+            self._oldest = (oldest.digest, unclocked)
+        if self._oldest is None:  # cannot be: the script sends an element whose hash differs
+            return Stamp(None)
+        return checked_at(self._oldest[1], now)
+
+    async def _unclocked(self, element: bytes) -> Stamp | None:
+        """The time in ``element`` or in its job hash, before any clock check; None when the
+        job hash has no such field."""
         time_field = self._layout.time_field
         if time_field is None:
-            return self._read_stamp(oldest, now)
-        if self._cached_time is None or self._cached_time[0] != oldest:
-            key, field = time_field(oldest)
-            (raw,) = await self._redis.execute([("HGET", key, field)], transaction=False)
-            if raw is None:  # not written yet, or gone: ask again next time
-                return self._read_stamp(None, now)
-            self._cached_time = (oldest, raw)
-        return self._read_stamp(self._cached_time[1], now)
+            return self._read_stamp(element, math.inf)
+        key, field = time_field(element)
+        (reply,) = await self._redis.execute(
+            [("EVAL", FIELD_SCRIPT, 1, key, field, MAX_PAYLOAD_BYTES)], transaction=False
+        )
+        size, raw = reply
+        if size > MAX_PAYLOAD_BYTES:
+            return Stamp(None, warning=TOO_LARGE)
+        if raw is None:
+            return None
+        return self._read_stamp(raw, math.inf)
 
 
 def _precision(stamp: Stamp, *, waiting_elsewhere: bool) -> Precision:

@@ -35,8 +35,9 @@ stream key, so cluster-safe) runs ``XINFO STREAM``, ``XINFO GROUPS``, ``XINFO CO
 the ``XRANGE`` after the group's ``last-delivered-id``, all at one instant. Two round trips
 would read a ``last-delivered-id`` that the group may have moved past before the ``XRANGE``;
 and a missing stream or group fails ``XINFO`` with an error that ``RedisConnection.execute``
-reports as an outage, while the script returns it as a status. ``EVAL`` (not ``EVALSHA``)
-sends the script each time, so a restarted Redis that lost its script cache needs no reload.
+reports as an outage, while the script returns it as a status. ``RedisConnection.execute``
+sends the script by its hash (``EVALSHA``), and in full where Redis does not hold it (a
+restarted Redis that lost its script cache).
 
 A missing stream key is an empty queue (as KEDA's redis-streams scaler reads it): nothing was
 added yet, or the stream was deleted, which deletes its groups and their pending entries too.

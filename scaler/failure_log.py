@@ -39,14 +39,17 @@ class FailureLog:
         trace = not isinstance(error, ScalerError) and type(error) not in self._traced
         if trace:
             self._traced.add(type(error))
+        # the project's errors with their detail (the remote's reply, the errno text), which
+        # only the log shows; an unexpected exception as it is
+        shown = error.logged if isinstance(error, ScalerError) else error
         if first:
             self._log.warning(
-                "sampling %s: %s", self._what, error, exc_info=error if trace else None
+                "sampling %s: %s", self._what, shown, exc_info=error if trace else None
             )
         else:
             self._log.warning(
                 "sampling %s: %d failures in the last %.0fs, the last: %s",
-                self._what, self._unreported, now - self._reported_at, error,
+                self._what, self._unreported, now - self._reported_at, shown,
                 exc_info=error if trace else None,
             )  # fmt: skip
         self._reported_at = now

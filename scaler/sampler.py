@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from brokers.base import QueueAdapter, QueueSnapshot
 from scaler.arrival_history import ArrivalHistory
 from scaler.errors import (
-    BrokerUnavailable,
+    BrokerUnreachable,
     QueueMisconfigured,
     ResourceExhausted,
     SampleStale,
@@ -237,15 +237,20 @@ class Sampler:
                 snapshot = await self._adapter.sample()
         except TimeoutError:
             self._failed(
-                BrokerUnavailable(
-                    self.source.broker, self.source.queue, f"no answer within {timeout:g}s"
+                BrokerUnreachable(
+                    self.source.broker, self.source.queue, detail=f"no answer within {timeout:g}s"
                 )
             )
         except ScalerError as error:
             self._failed(error)
         except Exception as error:  # a bug must not kill the sampler; the RPCs will say so
             self._failed(
-                Unavailable(f"sampling {self.source.describe()} failed: {error!r}"), cause=error
+                Unavailable(
+                    f"sampling {self.source.describe()} failed unexpectedly (a bug: the "
+                    "scaler's log has the traceback)",
+                    detail=repr(error),
+                ),
+                cause=error,
             )
         else:
             self._succeeded(snapshot, time.monotonic() - started)

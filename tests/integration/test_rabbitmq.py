@@ -19,7 +19,7 @@ from celery import Celery
 from brokers.base import Precision, QueueSnapshot
 from brokers.rabbitmq import RabbitQueueAdapter
 from brokers.registry import open_adapter
-from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from scaler.errors import UNREACHABLE, BrokerUnavailable, QueueMisconfigured
 from tests.conftest import free_port
 from tests.integration.rabbit import Rabbit, rabbit, spec_for, spread, unique, watching
 
@@ -321,7 +321,7 @@ async def test_amqp_down_falls_back_to_the_management_figures_and_both_down_is_u
                 if snapshot.depth == 5:
                     break
             except BrokerUnavailable as error:
-                assert "management API: no figures for the queue yet" in str(error)
+                assert "management API: no figures for the queue yet" in error.detail
             await asyncio.sleep(0.5)
     finally:
         await adapter.aclose()
@@ -336,4 +336,5 @@ async def test_amqp_down_falls_back_to_the_management_figures_and_both_down_is_u
             await down.sample()
     finally:
         await down.aclose()
-    assert "AMQP: " in str(caught.value) and "management API: ConnectError" in str(caught.value)
+    assert str(caught.value) == f"rabbitmq queue {queue!r}: {UNREACHABLE}"
+    assert "AMQP: " in caught.value.detail and "management API: ConnectError" in caught.value.detail

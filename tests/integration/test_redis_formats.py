@@ -29,7 +29,7 @@ from dramatiq.brokers.redis import RedisBroker
 
 from brokers.base import Precision, QueueAdapter, QueueSnapshot
 from brokers.registry import open_adapter
-from scaler.errors import BrokerUnavailable, QueueMisconfigured
+from scaler.errors import UNREACHABLE, BrokerUnavailable, QueueMisconfigured
 from scaler.spec import parse_metadata
 from tests.integration.conftest import RedisProcess
 
@@ -516,7 +516,9 @@ async def test_unreachable_redis_is_unavailable_without_the_password(
     with pytest.raises(BrokerUnavailable) as caught:
         await adapter.sample()
     assert caught.value.queue == janitor.name()
-    assert "s3cret-pw" not in str(caught.value) and url not in str(caught.value)
+    assert str(caught.value) == f"redis queue {janitor.name()!r}: {UNREACHABLE}"
+    assert "Error 111" in caught.value.detail  # the cause, for the server's log only
+    assert "s3cret-pw" not in caught.value.logged and url not in caught.value.logged
 
 
 async def test_adapter_reconnects_after_a_redis_restart(

@@ -106,8 +106,9 @@ def test_parse_delivery(entry: list[object], expected: Delivery) -> None:
         json.dumps([MESSAGE, ""]).encode(),
         json.dumps([MESSAGE, None, "mail"]).encode(),
         json.dumps([MESSAGE, "", 7]).encode(),
+        b"[" + b"[" * 100_000 + b"]" * 100_000 + b', "", "mail"]',
     ],
-    ids=["not json", "object", "two items", "null exchange", "number routing key"],
+    ids=["not json", "object", "two items", "null exchange", "number routing key", "too deep"],
 )
 def test_parse_delivery_rejects_other_values(value: bytes) -> None:
     assert parse_delivery(value) is None

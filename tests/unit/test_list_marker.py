@@ -214,3 +214,23 @@ def test_a_list_that_never_held_a_job_is_unused() -> None:
     queue.push(1)
     queue.sample(marker)
     assert marker.ever_used
+
+
+@pytest.mark.parametrize("push_end", [End.HEAD, End.TAIL])
+def test_a_newest_element_too_large_to_be_a_marker_leaves_the_growth_as_a_lower_bound(
+    push_end: End,
+) -> None:
+    queue, marker = FakeList(push_end), ListMarker(push_end)
+    queue.push(5)
+    queue.sample(marker)
+    queue.push(1)  # a job too large to fetch: the adapter passes no newest element
+    query = marker.query()
+    assert query is not None
+    counts = marker.observe(len(queue.items), queue.lpos(query), None)
+    assert counts == MarkerCounts(1, 0, exact=True)
+    assert marker.query() is None
+    queue.push(4)
+    queue.take(6)  # 4 in, 6 out: the list shrank by 2, all that is known to have gone
+    assert queue.sample(marker) == MarkerCounts(1, 2, exact=False)
+    queue.push(2)
+    assert queue.sample(marker) == MarkerCounts(3, 2, exact=True)  # a marker again

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 
 import pytest
@@ -11,13 +12,19 @@ from brokers.payloads import (
     ABSURD,
     BAD_TYPE,
     FUTURE,
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    MAX_SKEW,
     MISSING_FIELD,
     NOT_JSON,
+    TOO_DEEP,
+    TOO_LARGE,
     UNPARSEABLE,
     Raw,
     Stamp,
     bullmq_stamp,
     celery_stamp,
+    checked_at,
     dramatiq_stamp,
     list_stamp,
     no_stamp,
@@ -379,3 +386,41 @@ def test_huey_messages_carry_no_time() -> None:
     pickled = b"\x80\x05\x95\x1f\x00\x00\x00huey.registry.Message"
     assert no_stamp(pickled, NOW) == Stamp(None)
     assert stamp_reader("huey")(pickled, NOW) == Stamp(None)
+
+
+def nested(depth: int) -> str:
+    """A Sidekiq job whose ``args`` nest ``depth`` - 1 arrays, so the job is ``depth`` deep."""
+    arrays = "[" * (depth - 1) + "]" * (depth - 1)
+    return f'{{"class": "HardJob", "args": {arrays}, "enqueued_at": {T}}}'
+
+
+@pytest.mark.parametrize("format_name", ["sidekiq", "list", "resque", "celery"])
+@pytest.mark.parametrize("depth", [MAX_PAYLOAD_DEPTH + 1, 100_000])
+def test_a_payload_nested_too_deep_is_skipped_with_a_warning(format_name: str, depth: int) -> None:
+    raw = nested(depth)
+    assert json.loads(nested(5))["args"] == [[[[]]]]  # the shape nested() builds
+    reader = stamp_reader(format_name, "enqueued_at" if format_name != "sidekiq" else None)
+    stamp = reader(raw, NOW)
+    assert (stamp.enqueued_at, stamp.warning) == (None, TOO_DEEP)
+
+
+def test_a_payload_at_the_depth_bound_is_read() -> None:
+    assert sidekiq_stamp(nested(MAX_PAYLOAD_DEPTH), NOW) == Stamp(T, "enqueued_at")
+
+
+@pytest.mark.parametrize("format_name", ["sidekiq", "list", "rq", "bullmq", "dramatiq"])
+def test_a_payload_above_the_size_bound_is_skipped_with_a_warning(format_name: str) -> None:
+    raw = sidekiq_job(args=["x" * MAX_PAYLOAD_BYTES])
+    stamp = stamp_reader(format_name, "enqueued_at")(raw.encode(), NOW)
+    assert (stamp.enqueued_at, stamp.warning) == (None, TOO_LARGE)
+
+
+def test_a_stamp_read_without_a_clock_is_checked_at_each_use() -> None:
+    unclocked = sidekiq_stamp(sidekiq_job(enqueued_at=NOW + 10), math.inf)
+    assert unclocked == Stamp(NOW + 10, "enqueued_at")
+    assert checked_at(unclocked, NOW) == Stamp(NOW, "enqueued_at", FUTURE)  # skew, clamped
+    assert checked_at(unclocked, NOW + 20) == Stamp(NOW + 10, "enqueued_at")
+    assert checked_at(unclocked, NOW - MAX_SKEW - 20).warning == ABSURD
+    assert checked_at(Stamp(None, "enqueued_at", NOT_JSON), NOW) == Stamp(
+        None, "enqueued_at", NOT_JSON
+    )
