@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
@@ -53,6 +53,10 @@ from scaler.errors import (
 )
 from scaler.spec import QueueSource
 
+#: connections one server holds to one Redis (one URL) at most, shared by all its samplers; a
+#: sample that finds them all busy waits for one (redis-py's own pool refuses past 100, which
+#: failed samples when many samplers of one Redis woke together)
+MAX_CONNECTIONS = 16
 SOCKET_TIMEOUT = 2.0
 #: the type of key each command needs, for the message when a key has another type
 KEY_TYPES = {
@@ -89,14 +93,17 @@ Command = tuple[str, str | bytes, *tuple[str | bytes | int | float, ...]]
 
 
 def _open_client(url: str) -> Redis:
-    return Redis.from_url(
+    pool = BlockingConnectionPool.from_url(
         url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=SOCKET_TIMEOUT,  # the longest a sample waits for one of them
         socket_connect_timeout=SOCKET_TIMEOUT,
         socket_timeout=SOCKET_TIMEOUT,
         # one immediate retry on a broken connection (after a Redis restart, say);
         # none on a timeout, so a hung server fails within SOCKET_TIMEOUT
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     )
+    return Redis.from_pool(pool)  # closing the client closes its pool
 
 
 async def _close_client(client: Redis) -> None:
