@@ -93,8 +93,10 @@ class RabbitQueueAdapter:
         self._used = 0.0  # start of the management reply used last
 
     async def aclose(self) -> None:
-        await rabbitmq_amqp.CONNECTIONS.release(self._endpoint)
+        # the management client first: it closes at once, while the AMQP connection's thread
+        # may take seconds to end, and a sampler's stop may not wait that long
         await rabbitmq_management.CLIENTS.release(self._management)
+        await rabbitmq_amqp.CONNECTIONS.release(self._endpoint)
 
     async def sample(self) -> QueueSnapshot:
         declared, reply = await asyncio.gather(

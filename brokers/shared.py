@@ -1,8 +1,13 @@
 """Connections shared by every adapter on the same key (a URL, an endpoint): the first user
-opens one, the last one closes it."""
+opens one, the last one closes it.
+
+A connection belongs to the event loop that opened it, so sharing is per loop: a server started
+on another loop (a test's, a restarted one's) never gets a client bound to a loop that is gone,
+even where a user before it could not release its share (a close cut short at shutdown)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -24,20 +29,29 @@ class SharedByKey(Generic[K, V]):
     def __init__(self, open_: Callable[[K], V], close: Callable[[V], Awaitable[None]]) -> None:
         self._open = open_
         self._close = close
-        self._entries: dict[K, _Entry[V]] = {}
+        self._entries: dict[tuple[asyncio.AbstractEventLoop | None, K], _Entry[V]] = {}
+
+    @staticmethod
+    def _on_this_loop(key: K) -> tuple[asyncio.AbstractEventLoop | None, K]:
+        try:
+            return asyncio.get_running_loop(), key
+        except RuntimeError:  # no loop runs: a value for synchronous use
+            return None, key
 
     def acquire(self, key: K) -> V:
-        entry = self._entries.get(key)
+        shared = self._on_this_loop(key)
+        entry = self._entries.get(shared)
         if entry is None:
-            entry = self._entries[key] = _Entry(self._open(key))
+            entry = self._entries[shared] = _Entry(self._open(key))
         entry.users += 1
         return entry.value
 
     async def release(self, key: K) -> None:
-        entry = self._entries[key]
+        shared = self._on_this_loop(key)
+        entry = self._entries[shared]
         entry.users -= 1
         if entry.users == 0:
-            del self._entries[key]
+            del self._entries[shared]
             await self._close(entry.value)
 
     def __len__(self) -> int:

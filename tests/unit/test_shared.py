@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from brokers.shared import SharedByKey
 
 
@@ -29,3 +31,24 @@ async def test_the_first_acquire_opens_and_the_last_release_closes() -> None:
 
     assert pool.acquire("a") == "client of a"  # reopened after the last release
     assert opened == ["a", "b", "a"]
+
+
+def test_a_value_is_shared_on_its_own_loop_only() -> None:
+    """A share left unreleased on a loop that is gone is never handed to a user on another."""
+    opened: list[str] = []
+
+    async def close(value: str) -> None:
+        pass
+
+    def open_(key: str) -> str:
+        opened.append(key)
+        return f"client {len(opened)} of {key}"
+
+    pool: SharedByKey[str, str] = SharedByKey(open_, close)
+
+    async def use() -> str:
+        return pool.acquire("a")  # and never released: a close cut short
+
+    first = asyncio.run(use())
+    second = asyncio.run(use())
+    assert (first, second) == ("client 1 of a", "client 2 of a")
