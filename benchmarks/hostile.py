@@ -43,7 +43,7 @@ from benchmarks.keda_poll import (
 )
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
-from scaler.spec import KEDA_KEYS, VALUE_KEYS
+from scaler.metadata_reader import KEDA_KEYS, VALUE_KEYS
 
 KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {key + "FromEnv" for key in VALUE_KEYS})
 RPCS = ("GetMetricSpec", "GetMetrics", "IsActive", "StreamIsActive")

@@ -37,8 +37,10 @@ import yaml
 from brokers.formats import FORMATS
 from scaler.bounds import SERVE_BOUNDS, Bounds
 from scaler.errors import InvalidMetadata, PermissionDenied
+from scaler.metadata_reader import FROM_ENV, VALUE_KEYS
 from scaler.profiles import Profile
-from scaler.spec import FROM_ENV, VALUE_KEYS, Metric, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import Metric
 from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 KINDS = ("ScaledObject", "ScaledJob")

@@ -36,7 +36,8 @@ from scaler.policy import Decision, PolicyState, decide
 from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
-from scaler.spec import TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import TriggerSpec
 from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 log = logging.getLogger(__name__)

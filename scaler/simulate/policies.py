@@ -49,7 +49,7 @@ from scaler.simulate.keda import (
     replicas_for,
 )
 from scaler.simulate.scenario import Scenario, ScenarioError
-from scaler.spec import Metric
+from scaler.trigger_spec import Metric
 
 #: formats whose jobs carry their enqueue time where the adapter reads it
 _TIMESTAMPED = frozenset({"sidekiq", "rq", "bullmq", "dramatiq", "stream"})

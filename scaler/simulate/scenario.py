@@ -18,7 +18,8 @@ import yaml
 
 from scaler.durations import parse_duration
 from scaler.errors import InvalidMetadata
-from scaler.spec import TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import TriggerSpec
 
 #: z-score of the 99th percentile of a normal distribution
 Z99 = 2.3263478740408408
