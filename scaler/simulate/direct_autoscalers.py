@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import math
 
-from scaler.simulate.engine import Observation
+from scaler.simulate.autoscaler import Observation
 from scaler.simulate.policy_settings import PolicySettings, depth_target
 from scaler.simulate.scenario import Scenario
 

@@ -8,7 +8,7 @@ import collections
 import enum
 from typing import Protocol
 
-from scaler.simulate.engine import Observation
+from scaler.simulate.autoscaler import Observation
 from scaler.simulate.keda import (
     HorizontalPodAutoscaler,
     KedaLoop,

@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from scaler.simulate.autoscaler import Autoscaler
 from scaler.simulate.direct_autoscalers import BacklogPerInstance, Fixed, Judoscale
-from scaler.simulate.engine import Autoscaler
 from scaler.simulate.metric_sources import (
     CpuSource,
     KedaAutoscaler,

@@ -11,7 +11,7 @@ from brokers.list_marker import ListMarker
 from scaler.arrival_history import ArrivalHistory
 from scaler.policy import PolicyState, decide
 from scaler.signals import compute_signals
-from scaler.simulate.engine import Observation
+from scaler.simulate.autoscaler import Observation
 from scaler.simulate.keda import MetricType
 from scaler.simulate.scenario import Scenario, ScenarioError
 from scaler.trigger_spec import Metric
