@@ -32,7 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.accuracy_libraries import LIBRARIES, Library, Truth
+from benchmarks.accuracy_libraries import LIBRARIES
+from benchmarks.accuracy_library import Library, Truth
 from brokers.base import Precision
 from brokers.registry import open_adapter
 from scaler.errors import Unavailable

@@ -4,147 +4,20 @@ raw Redis commands where it is not (Sidekiq, Resque: Ruby) or where there is no 
 lists, Streams).
 
 Each producer records when it enqueued each job; each consumer records when it took each job.
-That is the ground truth the benchmark compares the scaler's signals with.
+That is the ground truth (``accuracy_library.py``) the benchmark compares the scaler's signals
+with. The raw-Redis ones are in ``accuracy_raw_redis.py``; :data:`LIBRARIES` names them all.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-
-
-@dataclass
-class Truth:
-    """What the producers and consumers did, with their own clocks (time.time())."""
-
-    #: (job id, enqueue time) in enqueue order
-    enqueued: list[tuple[str, float]] = field(default_factory=list)
-    #: job id -> the time a consumer took it
-    taken: dict[str, float] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def record_enqueue(self, job_id: str, before: float) -> None:
-        now = time.time()
-        with self.lock:
-            self.enqueued.append((job_id, (before + now) / 2))
-
-    def record_take(self, job_id: str) -> None:
-        with self.lock:
-            self.taken[job_id] = time.time()
-
-
-class Library:
-    """One job library: how to enqueue one job, and how to take one (None: a worker does it)."""
-
-    name: str
-    metadata: dict[str, str]
-
-    def __init__(self, redis_url: str, queue: str, truth: Truth) -> None:
-        self.redis_url = redis_url
-        self.queue = queue
-        self.truth = truth
-        # redis-py's sync replies are typed as unions of every reply shape; this is test traffic
-        self.client: Any = redis.Redis.from_url(redis_url)
-
-    def produce(self) -> None:
-        raise NotImplementedError
-
-    def take(self) -> bool:
-        """Take one job if one waits; True if it did."""
-        raise NotImplementedError
-
-    def start_worker(self, rate: float) -> None:
-        """For libraries whose consumer is their own worker: start it, at about ``rate`` jobs/s."""
-        raise NotImplementedError
-
-    uses_worker = False
-
-    def stop(self) -> None:
-        """Stop workers and delete every key of the queue."""
-        for key in self.client.scan_iter(match=f"*{self.queue}*"):
-            self.client.delete(key)
-        self.client.close()
-
-
-class Sidekiq(Library):
-    """Raw Sidekiq 8 payloads: LPUSH queue:<q>, the consumer BRPOPs (here RPOP)."""
-
-    name = "sidekiq"
-
-    def __init__(self, redis_url: str, queue: str, truth: Truth) -> None:
-        super().__init__(redis_url, queue, truth)
-        self.metadata = {"format": "sidekiq"}
-
-    def produce(self) -> None:
-        jid, before = uuid.uuid4().hex[:24], time.time()
-        job = {
-            "class": "W",
-            "args": [],
-            "jid": jid,
-            "queue": self.queue,
-            "enqueued_at": int(before * 1000),
-        }
-        self.client.lpush(f"queue:{self.queue}", json.dumps(job))
-        self.truth.record_enqueue(jid, before)
-
-    def take(self) -> bool:
-        raw = self.client.rpop(f"queue:{self.queue}")
-        if raw is None:
-            return False
-        self.truth.record_take(json.loads(raw)["jid"])
-        return True
-
-
-class Resque(Library):
-    """Raw Resque payloads (no timestamp): RPUSH resque:queue:<q>, LPOP."""
-
-    name = "resque"
-
-    def __init__(self, redis_url: str, queue: str, truth: Truth) -> None:
-        super().__init__(redis_url, queue, truth)
-        self.metadata = {"format": "resque"}
-
-    def produce(self) -> None:
-        jid, before = uuid.uuid4().hex, time.time()
-        self.client.rpush(f"resque:queue:{self.queue}", json.dumps({"class": "W", "args": [jid]}))
-        self.truth.record_enqueue(jid, before)
-
-    def take(self) -> bool:
-        raw = self.client.lpop(f"resque:queue:{self.queue}")
-        if raw is None:
-            return False
-        self.truth.record_take(json.loads(raw)["args"][0])
-        return True
-
-
-class PlainList(Library):
-    """A plain list without timestamps: the age comes from the arrival history."""
-
-    name = "list"
-
-    def __init__(self, redis_url: str, queue: str, truth: Truth) -> None:
-        super().__init__(redis_url, queue, truth)
-        self.metadata = {"format": "list"}
-
-    def produce(self) -> None:
-        jid, before = uuid.uuid4().hex, time.time()
-        self.client.lpush(self.queue, json.dumps({"id": jid}))
-        self.truth.record_enqueue(jid, before)
-
-    def take(self) -> bool:
-        raw = self.client.rpop(self.queue)
-        if raw is None:
-            return False
-        self.truth.record_take(json.loads(raw)["id"])
-        return True
+from benchmarks.accuracy_library import Library, Truth
+from benchmarks.accuracy_raw_redis import PlainList, Resque, Sidekiq, Stream
 
 
 def _noop() -> None:
@@ -273,31 +146,6 @@ class Huey(Library):
     def stop(self) -> None:
         self.huey.storage.pool.disconnect()
         super().stop()
-
-
-class Stream(Library):
-    """XADD producers; a consumer group member reads with XREADGROUP and XACKs."""
-
-    name = "stream"
-
-    def __init__(self, redis_url: str, queue: str, truth: Truth) -> None:
-        super().__init__(redis_url, queue, truth)
-        self.metadata = {"format": "stream", "consumerGroup": "workers"}
-        self.client.xgroup_create(queue, "workers", id="$", mkstream=True)
-
-    def produce(self) -> None:
-        before = time.time()
-        entry_id = self.client.xadd(self.queue, {"job": "noop"})
-        self.truth.record_enqueue(entry_id.decode(), before)
-
-    def take(self) -> bool:
-        reply = self.client.xreadgroup("workers", "c1", {self.queue: ">"}, count=1)
-        if not reply:
-            return False
-        entry_id = reply[0][1][0][0]
-        self.truth.record_take(entry_id.decode())
-        self.client.xack(self.queue, "workers", entry_id)
-        return True
 
 
 class _LoopThread:

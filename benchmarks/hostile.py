@@ -33,17 +33,11 @@ from pathlib import Path
 import grpc
 import redis.asyncio as aioredis
 
-from benchmarks.keda_poll import (
-    ROOT,
-    create_queues,
-    delete_queues,
-    free_port,
-    private_redis,
-    process_cpu,
-)
+from benchmarks.processes import ROOT, free_port, process_cpu
+from benchmarks.sidekiq_redis import create_queues, delete_queues, private_redis
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
-from scaler.spec import KEDA_KEYS, VALUE_KEYS
+from scaler.metadata_reader import KEDA_KEYS, VALUE_KEYS
 
 KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {key + "FromEnv" for key in VALUE_KEYS})
 RPCS = ("GetMetricSpec", "GetMetrics", "IsActive", "StreamIsActive")

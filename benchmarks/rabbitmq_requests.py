@@ -31,7 +31,8 @@ from brokers.registry import open_adapter
 from scaler.metrics import Metrics
 from scaler.sampler import SamplerRegistry
 from scaler.signals import compute_signals
-from scaler.spec import TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import TriggerSpec
 
 WINDOW = 30.0
 

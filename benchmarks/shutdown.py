@@ -33,15 +33,9 @@ if __package__ in (None, ""):  # run as a path: make the project importable
 import grpc
 import redis.asyncio as aioredis
 
-from benchmarks.keda_poll import (
-    ROOT,
-    create_queues,
-    delete_queues,
-    free_port,
-    log_tail,
-    private_redis,
-    wait_ready,
-)
+from benchmarks.bench_servers import wait_ready
+from benchmarks.processes import ROOT, free_port, log_tail
+from benchmarks.sidekiq_redis import create_queues, delete_queues, private_redis
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from scaler.simulate.policies import POLICY_NAMES
 from scaler.simulate.run import simulate
-from scaler.simulate.scenario import parse_scenario
+from scaler.simulate.scenario_file import parse_scenario
 
 #: 55 jobs/s for an hour (about 198,000 jobs) of 1 s database jobs, with a step and a burst
 SCENARIO: dict[str, Any] = {

@@ -35,7 +35,8 @@ import grpc
 import redis.asyncio as aioredis
 
 from benchmarks.hostile import percentile, rss_kib
-from benchmarks.keda_poll import ROOT, delete_queues, free_port, private_redis, process_cpu
+from benchmarks.processes import ROOT, free_port, process_cpu
+from benchmarks.sidekiq_redis import delete_queues, private_redis
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 

@@ -61,7 +61,7 @@ from scaler.errors import (
     NotTheBroker,
     QueueMisconfigured,
 )
-from scaler.spec import QueueSource
+from scaler.trigger_spec import QueueSource
 
 COUNTS_SOURCE = "management-totals"
 OLDEST_SOURCE = "head_message_timestamp"

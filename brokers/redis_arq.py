@@ -43,7 +43,7 @@ from typing import Any
 from brokers.base import Precision, QueueSnapshot
 from brokers.redis_connection import Command, RedisConnection
 from brokers.score_window import ScoreWindow
-from scaler.spec import QueueSource
+from scaler.trigger_spec import QueueSource
 
 COUNTS_SOURCE = "score-window"
 OLDEST_SOURCE = "score"

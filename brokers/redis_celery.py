@@ -65,7 +65,7 @@ from brokers.list_ends import Element, Ends, ListEnds
 from brokers.payloads import MAX_PAYLOAD_BYTES, TOO_LARGE, Stamp, checked_at, stamp_reader
 from brokers.redis_connection import Command, RedisConnection
 from brokers.redis_queues import COUNTS_SOURCE
-from scaler.spec import QueueSource
+from scaler.trigger_spec import QueueSource
 
 #: the most ``unacked`` entries read in one sample; above it, in flight is unknown
 MAX_UNACKED_READ = 10_000

@@ -51,7 +51,7 @@ from scaler.errors import (
     QueueMisconfigured,
     ScalerError,
 )
-from scaler.spec import QueueSource
+from scaler.trigger_spec import QueueSource
 
 #: connections one server holds to one Redis (one URL) at most, shared by all its samplers; a
 #: sample that finds them all busy waits for one (redis-py's own pool refuses past 100, which

@@ -50,7 +50,7 @@ from brokers.formats import FORMATS, End
 from brokers.list_ends import Element, ListEnds
 from brokers.payloads import MAX_PAYLOAD_BYTES, TOO_LARGE, Stamp, checked_at, stamp_reader
 from brokers.redis_connection import Command, RedisConnection
-from scaler.spec import QueueSource
+from scaler.trigger_spec import QueueSource
 
 COUNTS_SOURCE = "list-marker"
 #: KEYS[1] a job hash, ARGV[1] its field, ARGV[2] the size bound: {size, value or false}

@@ -56,7 +56,7 @@ from typing import Any
 from brokers.base import Precision, QueueSnapshot
 from brokers.redis_connection import RedisConnection
 from scaler.errors import QueueMisconfigured
-from scaler.spec import QueueSource
+from scaler.trigger_spec import QueueSource
 
 COUNTS_SOURCE = "stream-counters"
 OLDEST_SOURCE = "entry-id"

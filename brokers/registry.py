@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from brokers.base import QueueAdapter
 from brokers.formats import FORMATS
-from scaler.spec import QueueSource
+from scaler.trigger_spec import QueueSource
 
 
 def open_adapter(source: QueueSource) -> QueueAdapter:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from scaler.ceilings.limit import Ceiling
     from scaler.policy import Decision
     from scaler.signals import QueueSignals
-    from scaler.spec import QueueSource, TriggerSpec
+    from scaler.trigger_spec import QueueSource, TriggerSpec
 
 PREFIX = "queue_age_scaler"
 QUEUE_LABELS = ("broker", "queue", "format")

@@ -14,7 +14,7 @@ from brokers.base import Precision
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.limit import Ceiling, trigger_ceiling
 from scaler.signals import QueueSignals
-from scaler.spec import Metric, TriggerSpec
+from scaler.trigger_spec import Metric, TriggerSpec
 
 #: KEDA turns NaN and infinities into 0; an unbounded drain time is sent as this many seconds
 UNBOUNDED_SECONDS = 1e6

@@ -18,7 +18,8 @@ from scaler.policy import Decision, PolicyState, decide
 from scaler.profiles import Profile
 from scaler.sampler import SamplerRegistry
 from scaler.signals import Figure, QueueSignals, compute_signals
-from scaler.spec import TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import TriggerSpec
 from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 

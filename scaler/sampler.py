@@ -31,7 +31,7 @@ from scaler.failure_log import REPORT_EVERY, FailureLog
 from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.sample_schedule import LIVE_FOR, Demand, Demands, pause_after
-from scaler.spec import QueueSource, TriggerSpec
+from scaler.trigger_spec import QueueSource, TriggerSpec
 
 log = logging.getLogger(__name__)
 

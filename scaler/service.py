@@ -16,10 +16,10 @@ from typing import TypeVar
 
 import grpc
 
-from scaler import logs
 from scaler.bounds import UNBOUNDED, Bounds
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.registry import ProbeRegistry
+from scaler.decision_log import TriggerKey, decision_fields, decision_text
 from scaler.errors import (
     InvalidMetadata,
     PermissionDenied,
@@ -36,7 +36,8 @@ from scaler.policy import Decision, PolicyState, decide
 from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
-from scaler.spec import TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import TriggerSpec
 from scaler.url_policy import OPEN_URLS, UrlPolicy
 
 log = logging.getLogger(__name__)
@@ -99,67 +100,6 @@ def _active(spec: TriggerSpec, decision: Decision) -> bool:
     return decision.active
 
 
-def _decision_fields(
-    namespace: str, name: str, spec: TriggerSpec, signals: QueueSignals, decision: Decision
-) -> dict[str, object]:
-    """A decision and its inputs as log fields (keys of the object in JSON logs)."""
-    return {
-        "namespace": namespace,
-        "scaled_object": name,
-        "broker": spec.source.broker,
-        "queue": spec.source.queue,
-        "format": spec.source.format,
-        "metric": spec.metric.value,
-        "desired_workers": decision.desired_workers,
-        "reason": decision.reason_text,
-        "ceiling_workers": decision.ceiling,
-        "limited_by": decision.limited_by,
-        "metric_value": decision.metric_value,
-        "needed_workers": decision.needed,
-        "worker_throughput": decision.throughput,
-        "utilisation": decision.utilisation,
-        "ceiling_warnings": list(decision.ceiling_warnings) or None,
-        "depth": signals.depth,
-        "in_flight": signals.in_flight,
-        "consumers": signals.consumers,
-        "oldest_age_seconds": signals.oldest_age.value,
-        "oldest_age_precision": signals.oldest_age.precision.value,
-        "oldest_age_source": signals.oldest_age.source,
-        "arrivals_per_second": signals.arrival_rate.value,
-        "completions_per_second": signals.completion_rate.value,
-        "time_to_drain_seconds": signals.time_to_drain.value,
-        "target_age_seconds": spec.target_age,
-        "target_drain_time_seconds": spec.target_drain_time,
-    }
-
-
-def _decision_text(key: TriggerKey, signals: QueueSignals, decision: Decision) -> str:
-    """A decision for a person: its figures as people write them, the unknown ones said so,
-    and the counts the format does not show left out."""
-    namespace, name, spec = key
-    parts = [f"depth={'unknown' if signals.depth is None else signals.depth}"]
-    if signals.in_flight is not None:
-        parts.append(f"in_flight={signals.in_flight}")
-    age, arrivals, completions = signals.oldest_age, signals.arrival_rate, signals.completion_rate
-    parts += [
-        logs.figure("age", age.value, "s", age.precision),
-        logs.figure("arrivals", arrivals.value, "/s", arrivals.precision),
-        logs.figure("completions", completions.value, "/s", completions.precision),
-        logs.figure("drain", signals.time_to_drain.value, "s", signals.time_to_drain.precision),
-    ]
-    if signals.consumers is not None:
-        parts.append(f"consumers={signals.consumers}")
-    if decision.ceiling is not None:
-        parts.append(f"ceiling={decision.ceiling}")
-    workers = f"{decision.desired_workers} worker{'' if decision.desired_workers == 1 else 's'}"
-    return (
-        f"{namespace}/{name} {spec.source.describe()}: {workers} ({decision.reason_text}); "
-        + " ".join(parts)
-    )
-
-
-#: a trigger KEDA asks about, by namespace, ScaledObject and spec
-TriggerKey = tuple[str, str, TriggerSpec]
 #: what a decision took from the probes: each one's reading and error (not its age)
 Readings = tuple[tuple[str, object, str | None], ...]
 
@@ -381,8 +321,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         level = logging.INFO if trigger.logged != summary else logging.DEBUG
         trigger.logged = summary
         if log.isEnabledFor(level):
-            fields = _decision_fields(key[0], key[1], spec, signals, decision)
-            log.log(level, "%s", _decision_text(key, signals, decision), extra=fields)
+            fields = decision_fields(key[0], key[1], spec, signals, decision)
+            log.log(level, "%s", decision_text(key, signals, decision), extra=fields)
 
     async def _next_sample_or_shutdown(self, sample: Awaitable[None]) -> None:
         shutdown = asyncio.ensure_future(self.shutting_down.wait())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from scaler.spec import KEDA_KEYS, VALUE_KEYS
+from scaler.metadata_reader import KEDA_KEYS, VALUE_KEYS
 
 #: a password every generated URL with credentials carries: no message may show it
 SECRET = "s3cr3t-Pa55word"

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scaler.ceilings.headroom import FigureSource, ProbeFigure
-from scaler.spec import Dependency, TriggerSpec
+from scaler.trigger_spec import Dependency, TriggerSpec
 
 #: a failing probe's last good reading is used for this long, then the fallback rule applies
 STALE_AFTER = 300.0

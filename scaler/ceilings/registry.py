@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from scaler.ceilings import http, mysql, postgres, redis
 from scaler.ceilings.headroom import Headroom, ProbeFailed, ProbeFigure
 from scaler.metrics import Metrics
-from scaler.spec import TriggerSpec
+from scaler.trigger_spec import TriggerSpec
 
 log = logging.getLogger(__name__)
 

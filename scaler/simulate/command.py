@@ -10,7 +10,8 @@ from pathlib import Path
 
 from scaler.simulate.policies import POLICY_NAMES
 from scaler.simulate.run import ScenarioRun, simulate
-from scaler.simulate.scenario import ScenarioError, load_scenario
+from scaler.simulate.scenario import ScenarioError
+from scaler.simulate.scenario_file import load_scenario
 from scaler.simulate.scoreboard import KEYS, OURS, verdict
 
 _HEADERS = ("p50 s", "p99 s", "max s", "over SLO s", "worker-s", "scalings", "over ceil s",

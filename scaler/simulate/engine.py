@@ -20,9 +20,9 @@ import enum
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
 
+from scaler.simulate.autoscaler import Autoscaler, Observation
+from scaler.simulate.run_result import RunResult, Series
 from scaler.simulate.scenario import Scenario
 from scaler.simulate.workload import Workload
 
@@ -44,63 +44,6 @@ class Pod:
         self.state = PodState.BOOTING
         self.jobs: set[int] = set()
         self.deadline = INF
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """The fleet and the queue at one control tick, as the autoscalers may read them."""
-
-    now: float
-    depth: int
-    in_flight: int
-    #: enqueue time of the oldest waiting job; None when nothing waits
-    oldest_enqueued_at: float | None
-    arrivals_total: int
-    #: deliveries, redeliveries included
-    starts_total: int
-    completions_total: int
-    booting: int
-    ready: int
-    draining: int
-    #: CPU the ready pods use, in pod requests (2.5 = two and a half pods' worth)
-    cpu_ready: float
-    #: arrival number of the oldest job in arrival order that still waits (list markers)
-    queue_head: int
-    #: jobs put back at the head of the queue after their worker was killed
-    requeued: int
-
-
-class Autoscaler(Protocol):
-    """One policy: the replicas it starts with, and its answer at every control tick."""
-
-    def initial_replicas(self) -> int: ...
-
-    def step(self, obs: Observation, replicas: int) -> int: ...
-
-
-@dataclass(slots=True)
-class Series:
-    """Sampled every ``step`` seconds, for the figures."""
-
-    times: list[float] = field(default_factory=list)
-    oldest_age: list[float] = field(default_factory=list)
-    #: ready and draining workers (those that take or finish jobs)
-    workers: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    #: enqueue to first start of every job; jobs still waiting at the end count with their wait so far
-    waits: list[float]
-    slo_violation_s: float
-    worker_seconds: float
-    scale_events: int
-    over_ceiling_s: float
-    #: seconds spent at each API operation wait (time-weighted: the API's load is steady)
-    api_waits: dict[float, float]
-    duplicates: int
-    completed: int
-    series: Series
 
 
 class Simulation:

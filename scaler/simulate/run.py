@@ -6,8 +6,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scaler.simulate.engine import RunResult, Simulation
+from scaler.simulate.engine import Simulation
 from scaler.simulate.policies import build, check_overrides
+from scaler.simulate.run_result import RunResult
 from scaler.simulate.scenario import Scenario
 from scaler.simulate.scoreboard import Row, row
 from scaler.simulate.workload import Workload, generate

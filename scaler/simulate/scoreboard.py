@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from scaler.simulate.engine import RunResult
+from scaler.simulate.run_result import RunResult
 
 OURS = "queue-age-scaler"
 #: violation seconds closer than this count as equal

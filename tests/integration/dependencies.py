@@ -20,7 +20,7 @@ import pytest
 
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.registry import ProbeRegistry
-from scaler.spec import TriggerSpec
+from scaler.trigger_spec import TriggerSpec
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 MARIADB_HOST, MARIADB_PORT = "127.0.0.1", 3306

@@ -19,7 +19,8 @@ from scaler.metrics import Metrics
 from scaler.profiles import Profile
 from scaler.sampler import Sampler, SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
-from scaler.spec import TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import TriggerSpec
 
 
 def unique(kind: str) -> str:

@@ -18,7 +18,8 @@ from scaler.ceilings.headroom import FigureSource
 from scaler.ceilings.limit import dependency_ceiling
 from scaler.ceilings.registry import PROBE_TIMEOUT, ProbeRegistry
 from scaler.metrics import Metrics
-from scaler.spec import TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import TriggerSpec
 from tests.conftest import free_port
 from tests.integration.conftest import RedisProcess
 from tests.integration.dependencies import (

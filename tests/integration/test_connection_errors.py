@@ -24,7 +24,7 @@ from brokers.redis_queues import RedisQueueAdapter
 from scaler.errors import NOT_THE_BROKER, REFUSED, UNREACHABLE, BrokerUnreachable
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
-from scaler.spec import QueueSource
+from scaler.trigger_spec import QueueSource
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,8 @@ from scaler.metrics import Metrics
 from scaler.policy import PolicyState, Reason, decide
 from scaler.probe import render_table
 from scaler.profiles import Profile
-from scaler.spec import Dependency, TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import Dependency, TriggerSpec
 from tests.unit.test_policy import NOW, signals_of
 
 PG_URL = "postgresql://workers:secret@db:5432/orders"

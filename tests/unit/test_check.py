@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scaler.check import Severity, check_documents
+from scaler.check import check_documents
+from scaler.check_findings import Severity
 from scaler.cli import main
 
 SO_HEAD = """\

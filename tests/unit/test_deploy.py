@@ -26,7 +26,8 @@ import yaml
 
 from brokers.formats import FORMATS
 from scaler.bounds import Bounds
-from scaler.check import Rules, check_files
+from scaler.check import check_files
+from scaler.check_findings import Rules
 from scaler.errors import InvalidMetadata, PermissionDenied
 from scaler.profiles import Profile, parse_profile
 from scaler.spec import parse_metadata

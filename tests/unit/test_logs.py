@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from brokers.base import Precision
+from scaler.decision_log import decision_text
 from scaler.logs import JsonFormatter, figure
 from scaler.policy import PolicyState, decide
-from scaler.service import _decision_text
 from scaler.signals import Figure, QueueSignals
 from scaler.spec import parse_metadata
 
@@ -106,7 +106,7 @@ def test_a_decision_line_says_unknown_and_leaves_out_what_the_format_does_not_sh
         rate_span=30.0,
     )
     decision, _ = decide(signals, spec, 0.0, PolicyState())
-    text = _decision_text(("shop", "sidekiq-workers", spec), signals, decision)
+    text = decision_text(("shop", "sidekiq-workers", spec), signals, decision)
     assert text == (
         "shop/sidekiq-workers redis queue 'default' (sidekiq): 1 worker (draining backlog); "
         "depth=120 age=143.4s arrivals=unknown completions>=1.86/s drain=unknown ceiling=20"

@@ -19,7 +19,7 @@ from brokers.formats import End
 from scaler.arrival_history import ArrivalHistory
 from scaler.metrics import PREFIX, Metrics
 from scaler.signals import compute_signals
-from scaler.spec import QueueSource
+from scaler.trigger_spec import QueueSource
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "queue-age-scaler.json"

@@ -18,7 +18,8 @@ from scaler.policy import (
     is_active,
 )
 from scaler.signals import Figure, QueueSignals
-from scaler.spec import TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import TriggerSpec
 
 NOW = 1000.0
 

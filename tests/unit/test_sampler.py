@@ -17,7 +17,7 @@ from brokers.formats import End
 from scaler.errors import BrokerUnavailable, SampleStale, Unavailable
 from scaler.metrics import Metrics
 from scaler.sampler import SamplerRegistry
-from scaler.spec import QueueSource, TriggerSpec
+from scaler.trigger_spec import QueueSource, TriggerSpec
 
 
 def source(queue: str = "q") -> QueueSource:

@@ -18,7 +18,8 @@ from scaler.simulate.keda import (
     replicas_for,
 )
 from scaler.simulate.run import simulate
-from scaler.simulate.scenario import Hpa, Keda, ScenarioError, load_scenario, parse_scenario
+from scaler.simulate.scenario import Hpa, Keda, ScenarioError
+from scaler.simulate.scenario_file import load_scenario, parse_scenario
 from scaler.simulate.scoreboard import KEYS, OURS, verdict
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))

@@ -11,7 +11,8 @@ from redis.asyncio.connection import ConnectionPool
 
 from brokers.formats import End
 from scaler.errors import InvalidMetadata
-from scaler.spec import Dependency, Metric, QueueSource, TriggerSpec, parse_metadata
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import Dependency, Metric, QueueSource, TriggerSpec
 
 URL = "redis://localhost:6379/0"
 SECRET = "hunter2"

@@ -13,7 +13,8 @@ import grpc
 import pytest
 
 from scaler.bounds import UNBOUNDED, Bounds
-from scaler.check import Rules, check_documents
+from scaler.check import check_documents
+from scaler.check_findings import Rules
 from scaler.cli import main
 from scaler.connections import ENV_PREFIX, load_profiles
 from scaler.errors import InvalidMetadata, InvalidProfile, PermissionDenied

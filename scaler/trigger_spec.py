@@ -1,0 +1,123 @@
+"""What a trigger asks for, parsed: the frozen :class:`TriggerSpec`, its queue source and its
+shared dependencies (:mod:`scaler.spec` builds them from KEDA's metadata)."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import re
+from dataclasses import dataclass, field
+
+from brokers.formats import End
+from brokers.kombu_layout import PRIORITY_STEPS, SEP
+
+DEFAULT_TARGET_AGE = 60.0
+DEFAULT_RATE_WINDOW = 60.0
+DEFAULT_SAMPLE_INTERVAL = 1.0
+
+
+class Metric(enum.StrEnum):
+    WORKERS = "workers"
+    AGE = "age"
+    DRAIN_TIME = "drainTime"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSource:
+    """Identifies one queue on one broker: one sampler serves every trigger with an equal source."""
+
+    broker: str
+    url: str = field(repr=False)
+    queue: str
+    format: str
+    key_prefix: str
+    oldest_end: End
+    timestamp_field: str | None = None
+    timestamp_unit: str = "auto"
+    #: the consumer group whose backlog this is (format stream)
+    consumer_group: str | None = None
+    #: the RabbitMQ management API's URL, where set; derived from ``url`` otherwise
+    management_url: str | None = field(default=None, repr=False)
+    #: kombu's transport option ``priority_steps``, sorted, each once (format celery)
+    priority_steps: tuple[int, ...] = PRIORITY_STEPS
+    #: kombu's transport option ``sep``, between a queue name and its step (format celery)
+    priority_separator: str = SEP
+
+    def describe(self) -> str:
+        """For messages and logs: never includes the URL."""
+        return f"{self.broker} queue {self.queue!r} ({self.format})"
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """A shared dependency: ``limit`` slots in all, ``per_worker`` held by each worker.
+
+    A probed dependency (``probe``: the connection profile it reads) takes its slots from the
+    probe's live reading; ``limit`` is then the static fallback, or None without one.
+    """
+
+    name: str
+    limit: float | None
+    per_worker: float
+    #: the connection profile the probe reads, as the scaler's configuration names it
+    probe: str | None = None
+    #: that profile's URL (with credentials: never shown)
+    probe_url: str | None = field(default=None, repr=False)
+    #: the probe's kind: postgres, mysql, redis or http
+    probe_kind: str | None = None
+
+    @property
+    def max_workers(self) -> int | None:
+        """The workers ``limit`` allows; None for a probe without a static fallback."""
+        if self.limit is None:
+            return None
+        return math.floor(self.limit / self.per_worker + 1e-9)
+
+
+@dataclass(frozen=True)
+class TriggerSpec:
+    source: QueueSource
+    metric: Metric = Metric.WORKERS
+    target_age: float = DEFAULT_TARGET_AGE
+    target_drain_time: float = DEFAULT_TARGET_AGE
+    #: jobs per second one worker completes; None = learn it from observed workers
+    worker_throughput: float | None = None
+    worker_concurrency: int | None = None
+    min_workers: int = 0
+    max_workers: int | None = None
+    dependencies: tuple[Dependency, ...] = ()
+    activation_age: float = 0.0
+    activation_depth: int = 0
+    rate_window: float = DEFAULT_RATE_WINDOW
+    sample_interval: float = DEFAULT_SAMPLE_INTERVAL
+
+    @property
+    def ceiling(self) -> tuple[int | None, str]:
+        """The most workers allowed by ``maxWorkers`` and the static dependencies, and what sets
+        that limit; probed dependencies are added by the policy from their live readings."""
+        best: tuple[int | None, str] = (self.max_workers, "maxWorkers")
+        for dep in self.dependencies:
+            workers = dep.max_workers
+            if dep.probe is None and workers is not None and (best[0] is None or workers < best[0]):
+                best = (workers, dep.name)
+        return best
+
+    @property
+    def has_ceiling(self) -> bool:
+        """Whether anything bounds the workers: ``maxWorkers`` or a dependency (static or probed)."""
+        return self.max_workers is not None or bool(self.dependencies)
+
+    @functools.cached_property
+    def metric_name(self) -> str:
+        queue = re.sub(r"[^a-z0-9]+", "-", self.source.queue.lower()).strip("-") or "queue"
+        metric = re.sub(r"(?<!^)([A-Z])", r"-\1", self.metric.value).lower()
+        return f"queue-age-{metric}-{queue}"[:200]
+
+    @property
+    def metric_target(self) -> float:
+        if self.metric is Metric.AGE:
+            return self.target_age
+        if self.metric is Metric.DRAIN_TIME:
+            return self.target_drain_time
+        return 1.0
