@@ -113,7 +113,9 @@ async def keda_poll(
     phase: list[str],
     interval: float,
 ) -> None:
-    """KEDA's sequence for one ScaledObject, every ``interval`` seconds, until cancelled."""
+    """KEDA's sequence for one ScaledObject, every ``interval`` seconds, until cancelled; the
+    first at a random point of the interval, as KEDA's polls of its ScaledObjects are spread."""
+    await asyncio.sleep(random.random() * interval)
     while True:
         started = time.monotonic()
         for name in ("GetMetricSpec", "GetMetrics", "IsActive"):
