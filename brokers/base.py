@@ -1,13 +1,61 @@
-"""The broker adapter contract: one queue's state as a :class:`QueueSnapshot`.
+"""The broker adapter contract: the queue a trigger names (:class:`QueueSource`), how an adapter
+is made for it (:data:`AdapterFactory`) and one queue's state as a :class:`QueueSnapshot`.
 
-Every field but ``observed_at`` may be unknown (``None``). Unknown is never reported as zero.
+Every snapshot field but ``observed_at`` may be unknown (``None``). Unknown is never reported as
+zero. This package imports nothing from ``scaler``: a format from another distribution needs
+only brokers/ (:mod:`brokers.format_api` describes a format, :mod:`brokers.errors` the errors).
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+OptionsT = TypeVar("OptionsT")
+
+
+class End(enum.StrEnum):
+    """An end of a Redis list. ``head`` is index 0 (where LPUSH adds), ``tail`` is index -1."""
+
+    HEAD = "head"
+    TAIL = "tail"
+
+    @property
+    def opposite(self) -> End:
+        return End.TAIL if self is End.HEAD else End.HEAD
+
+
+@dataclass(frozen=True, slots=True)
+class NoOptions:
+    """The options of a format that has none."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSource:
+    """Identifies one queue on one broker: one sampler serves every trigger with an equal source.
+
+    ``options`` are the format's own (a list's key prefix and ends, a stream's consumer group, a
+    management URL...), as its broker module parsed them: one frozen, hashable value."""
+
+    broker: str
+    url: str = field(repr=False)
+    queue: str
+    format: str
+    options: Hashable = NoOptions()
+
+    def describe(self) -> str:
+        """For messages and logs: never includes the URL."""
+        return f"{self.broker} queue {self.queue!r} ({self.format})"
+
+    def options_as(self, kind: type[OptionsT]) -> OptionsT:
+        """The options, as the adapter of this format expects them."""
+        if not isinstance(self.options, kind):
+            raise TypeError(
+                f"{self.describe()}: options {type(self.options).__name__}, expected {kind.__name__}"
+            )
+        return self.options
 
 
 class Precision(enum.StrEnum):
@@ -60,9 +108,13 @@ class QueueAdapter(Protocol):
     queue: str
 
     async def sample(self) -> QueueSnapshot:
-        """Read the queue once. Raises :class:`scaler.errors.BrokerUnavailable` on an outage."""
+        """Read the queue once. Raises :class:`brokers.errors.BrokerUnavailable` on an outage."""
         ...
 
     async def aclose(self) -> None:
         """Release the connection this adapter holds."""
         ...
+
+
+#: how a format's adapter is made for a queue (``FormatInfo.adapter`` names one)
+AdapterFactory = Callable[[QueueSource], QueueAdapter]

@@ -1,94 +1,91 @@
-"""What each queue format is, without importing any broker client.
+"""The built-in formats, without importing any broker client.
 
-The metadata parser validates against this table; the adapters read the same table, so the two
-cannot disagree about which end of a list is oldest or what a format can observe.
+The metadata parser validates against this table (through :mod:`brokers.registry`, which adds
+the plugins' formats); the adapters read the same table, so the two cannot disagree about which
+end of a list is oldest or what a format can observe.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
+from brokers.base import End
+from brokers.format_api import FormatInfo
+from brokers.rabbitmq_options import RABBITMQ, amqp_options, queue_model
+from brokers.redis_options import (
+    REDIS,
+    celery_options,
+    list_model,
+    list_options,
+    stream_model,
+    stream_options,
+)
 
+__all__ = ["DEFAULT_FORMAT", "FORMATS", "NOT_APPLYING_HINTS", "End", "FormatInfo"]
 
-class End(enum.StrEnum):
-    """An end of a Redis list. ``head`` is index 0 (where LPUSH adds), ``tail`` is index -1."""
-
-    HEAD = "head"
-    TAIL = "tail"
-
-    @property
-    def opposite(self) -> End:
-        return End.TAIL if self is End.HEAD else End.HEAD
-
-
-@dataclass(frozen=True, slots=True)
-class FormatInfo:
-    """One job library's layout on its broker."""
-
-    name: str
-    broker: str
-    #: the library's key namespace; ``""`` where it has none
-    key_prefix: str
-    #: the end of the waiting list that holds the oldest job
-    oldest_end: End
-    #: whether the format shows how many workers are attached (needed to learn throughput,
-    #: and to hold the ceiling in ``age`` and ``drainTime`` mode)
-    reports_consumers: bool
-    #: whether the format shows jobs picked up and not yet finished
-    reports_in_flight: bool
-    #: layout keys a user may set for this format
-    layout_keys: frozenset[str]
-    #: "module:callable" that opens an adapter for a queue of this format
-    adapter: str
-
-
-_PREFIX_ONLY = frozenset({"keyPrefix"})
-_GENERIC = frozenset({"keyPrefix", "timestampField", "timestampUnit", "oldestEnd"})
+_PREFIX_ONLY = ("keyPrefix",)
+_GENERIC = ("keyPrefix", "timestampField", "timestampUnit", "oldestEnd")
+_CELERY = ("keyPrefix", "timestampField", "timestampUnit", "prioritySteps", "prioritySeparator")
 _LISTS = "brokers.redis_queues:RedisQueueAdapter"
+
+
+def _list(
+    name: str, prefix: str, end: End, consumers: bool, in_flight: bool, summary: str
+) -> FormatInfo:
+    return FormatInfo(
+        name, REDIS, prefix, end, consumers, in_flight, _PREFIX_ONLY, _LISTS,
+        list_options, list_model, summary,
+    )  # fmt: skip
+
 
 FORMATS: dict[str, FormatInfo] = {
     info.name: info
     for info in (
         # Sidekiq: LPUSH queue:<name>, BRPOP; oldest at -1; JSON enqueued_at (7.x float s, 8.x int ms)
-        FormatInfo("sidekiq", "redis", "", End.TAIL, False, False, _PREFIX_ONLY, _LISTS),
+        _list("sidekiq", "", End.TAIL, False, False, "Sidekiq (Ruby): queue:<name>"),
         # RQ: RPUSH rq:queue:<name> of ids, BLPOP; oldest at 0; rq:job:<id> enqueued_at (ISO UTC)
-        FormatInfo("rq", "redis", "rq", End.HEAD, True, True, _PREFIX_ONLY, _LISTS),
+        _list("rq", "rq", End.HEAD, True, True, "RQ (Python): rq:queue:<name>, workers, in flight"),
         # BullMQ: LPUSH bull:<q>:wait, RPOPLPUSH to :active; oldest at -1; bull:<q>:<id> timestamp (ms)
-        FormatInfo("bullmq", "redis", "bull", End.TAIL, False, True, _PREFIX_ONLY, _LISTS),
+        _list("bullmq", "bull", End.TAIL, False, True, "BullMQ (Node.js): bull:<name>:wait, in flight"),
         # Dramatiq: RPUSH dramatiq:<q>, LPOP; oldest at 0; dramatiq:<q>.msgs message_timestamp (ms)
-        FormatInfo("dramatiq", "redis", "dramatiq", End.HEAD, False, False, _PREFIX_ONLY, _LISTS),
+        _list("dramatiq", "dramatiq", End.HEAD, False, False, "Dramatiq (Python): dramatiq:<name>"),
         # Celery (kombu's Redis transport): LPUSH <q> and the priority lists <q><sep><step>
         # (kombu's defaults: \x06\x16 and steps 3, 6, 9; prioritySteps, prioritySeparator), BRPOP;
         # oldest at -1 of each; no enqueue time unless the producer adds one; in flight in the
         # unacked hash
         FormatInfo(
-            "celery", "redis", "", End.TAIL, False, True,
-            frozenset(
-                {"keyPrefix", "timestampField", "timestampUnit", "prioritySteps", "prioritySeparator"}
-            ),
-            "brokers.redis_celery:CeleryAdapter",
+            "celery", REDIS, "", End.TAIL, False, True, _CELERY, "brokers.redis_celery:CeleryAdapter",
+            celery_options, list_model, "Celery on Redis (kombu): <name> and its priority lists, in flight",
         ),
         # Resque: RPUSH resque:queue:<name>, LPOP; oldest at 0; no enqueue time
-        FormatInfo("resque", "redis", "resque", End.HEAD, False, False, _PREFIX_ONLY, _LISTS),
+        _list("resque", "resque", End.HEAD, False, False, "Resque (Ruby): resque:queue:<name>"),
         # Huey (RedisHuey): LPUSH huey.redis.<name>, BRPOP; oldest at -1; pickled, no enqueue time
-        FormatInfo("huey", "redis", "huey.redis", End.TAIL, False, False, _PREFIX_ONLY, _LISTS),
+        _list("huey", "huey.redis", End.TAIL, False, False, "Huey (Python): huey.redis.<name>"),
         # arq: sorted set <queue> (default arq:queue) scored by enqueue or defer-until ms
-        FormatInfo("arq", "redis", "arq", End.HEAD, False, True, _PREFIX_ONLY, "brokers.redis_arq:ArqAdapter"),
+        FormatInfo(
+            "arq", REDIS, "arq", End.HEAD, False, True, _PREFIX_ONLY, "brokers.redis_arq:ArqAdapter",
+            list_options, None, "arq (Python): the sorted set <name>, in flight",
+        ),
         # A Redis Stream read by a consumer group: entry ids carry the add time
         FormatInfo(
-            "stream", "redis", "", End.HEAD, True, True, frozenset({"consumerGroup"}),
-            "brokers.redis_streams:StreamAdapter",
+            "stream", REDIS, "", End.HEAD, True, True, ("consumerGroup",),
+            "brokers.redis_streams:StreamAdapter", stream_options, stream_model,
+            "a Redis Stream read by a consumer group (consumerGroup)",
         ),
         # A plain list of JSON payloads, laid out as the user says
-        FormatInfo("list", "redis", "", End.TAIL, False, False, _GENERIC, _LISTS),
+        FormatInfo(
+            "list", REDIS, "", End.TAIL, False, False, _GENERIC, _LISTS, list_options, list_model,
+            "any Redis list (keyPrefix, oldestEnd, timestampField, timestampUnit)",
+        ),
         # Any RabbitMQ queue (classic, quorum, priority; Celery's too): AMQP passive declare and
         # the management API. There is no list end to pick: the broker keeps the order.
         FormatInfo(
-            "amqp", "rabbitmq", "", End.HEAD, True, True, frozenset({"managementUrl"}),
-            "brokers.rabbitmq:RabbitQueueAdapter",
+            "amqp", RABBITMQ, "", End.HEAD, True, True, ("managementUrl",),
+            "brokers.rabbitmq:RabbitQueueAdapter", amqp_options, queue_model,
+            "any RabbitMQ queue: classic, quorum, priority (managementUrl)",
         ),
     )
 }  # fmt: skip
 
 #: the default format per broker
-DEFAULT_FORMAT = {"redis": "list", "rabbitmq": "amqp"}
+DEFAULT_FORMAT = {"redis": REDIS.default_format, "rabbitmq": RABBITMQ.default_format}
+#: the formats a "does not apply to format X" message points to for a layout key, in order
+NOT_APPLYING_HINTS = ("list", "celery")

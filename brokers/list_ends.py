@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from brokers.formats import End
+from brokers.base import End
 from brokers.list_marker import ListMarker, MarkerCounts
 from brokers.payloads import MAX_PAYLOAD_BYTES
 from brokers.redis_connection import Command

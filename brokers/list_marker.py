@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from brokers.formats import End
+from brokers.base import End
 
 MIN_MAXLEN = 1000
 MAXLEN_GROWTH = 4

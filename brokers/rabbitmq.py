@@ -29,7 +29,7 @@ and totals unknown) and the warning ``management_unavailable`` (``management_den
 API refuses the user); with AMQP down, the management figures stand in for the ready count and
 consumers (``amqp_unavailable``); with both down the sample fails as BrokerUnreachable, or as
 NotTheBroker where the AMQP port answered in another protocol (the clients see the fixed
-sentences of ``scaler.errors``; what each side said goes to the server's log). A refused login,
+sentences of ``brokers.errors``; what each side said goes to the server's log). A refused login,
 vhost or queue is BrokerRefused, a missing queue QueueMisconfigured, without the broker's reply
 text (it names the user).
 
@@ -50,18 +50,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from brokers import rabbitmq_amqp, rabbitmq_management
-from brokers.base import Precision, QueueSnapshot
-from brokers.rabbitmq_amqp import AmqpUnavailable
-from brokers.rabbitmq_management import VhostReply
-from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
-from scaler.errors import (
+from brokers.base import Precision, QueueSnapshot, QueueSource
+from brokers.errors import (
     TLS_FILES,
     BrokerUnavailable,
     BrokerUnreachable,
     NotTheBroker,
     QueueMisconfigured,
 )
-from scaler.trigger_spec import QueueSource
+from brokers.rabbitmq_amqp import AmqpUnavailable
+from brokers.rabbitmq_management import VhostReply
+from brokers.rabbitmq_options import RabbitOptions
+from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
 
 COUNTS_SOURCE = "management-totals"
 OLDEST_SOURCE = "head_message_timestamp"
@@ -82,7 +82,9 @@ class RabbitQueueAdapter:
         self.queue = source.queue
         self._source = source
         self._endpoint = parse_amqp_url(source.url)
-        self._management = management_endpoint(source.url, source.management_url)
+        self._management = management_endpoint(
+            source.url, source.options_as(RabbitOptions).management_url
+        )
         try:
             self.stats = rabbitmq_management.acquire(self._management, self._endpoint.vhost)
         except (OSError, ssl.SSLError) as exc:

@@ -27,9 +27,9 @@ import pika
 import pika.exceptions
 from pika.adapters.utils.connection_workflow import AMQPConnectorException
 
+from brokers.errors import TLS_FILES, BrokerRefused, QueueMisconfigured
 from brokers.rabbitmq_url import AmqpEndpoint
 from brokers.shared import SharedByKey
-from scaler.errors import TLS_FILES, BrokerRefused, QueueMisconfigured
 
 #: seconds between heartbeats; the thread services them while no request runs
 HEARTBEAT = 10

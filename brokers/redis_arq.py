@@ -40,10 +40,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from brokers.base import Precision, QueueSnapshot
+from brokers.base import Precision, QueueSnapshot, QueueSource
 from brokers.redis_connection import Command, RedisConnection
+from brokers.redis_options import ListLayout
 from brokers.score_window import ScoreWindow
-from scaler.trigger_spec import QueueSource
 
 COUNTS_SOURCE = "score-window"
 OLDEST_SOURCE = "score"
@@ -72,7 +72,8 @@ class ArqAdapter:
     def __init__(self, source: QueueSource) -> None:
         self.queue = source.queue
         self._source = source
-        prefix = f"{source.key_prefix}:" if source.key_prefix else ""
+        key_prefix = source.options_as(ListLayout).key_prefix
+        prefix = f"{key_prefix}:" if key_prefix else ""
         self._in_progress_prefix = f"{prefix}in-progress:".encode()
         self._window = ScoreWindow()
         self._batch = MIN_BATCH

@@ -49,8 +49,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from brokers.base import Precision, QueueSnapshot
-from brokers.formats import End
+from brokers.base import End, Precision, QueueSnapshot, QueueSource
 from brokers.kombu_layout import (
     UNACKED,
     Binding,
@@ -64,8 +63,8 @@ from brokers.kombu_layout import (
 from brokers.list_ends import Element, Ends, ListEnds
 from brokers.payloads import MAX_PAYLOAD_BYTES, TOO_LARGE, Stamp, checked_at, stamp_reader
 from brokers.redis_connection import Command, RedisConnection
+from brokers.redis_options import CeleryLayout
 from brokers.redis_queues import COUNTS_SOURCE
-from scaler.trigger_spec import QueueSource
 
 #: the most ``unacked`` entries read in one sample; above it, in flight is unknown
 MAX_UNACKED_READ = 10_000
@@ -95,15 +94,16 @@ class CeleryAdapter:
 
     def __init__(self, source: QueueSource) -> None:
         self.queue = source.queue
-        self._prefix = source.key_prefix
-        self._sep = source.priority_separator
+        options = source.options_as(CeleryLayout)
+        self._prefix = options.key_prefix
+        self._sep = options.priority_separator
         lists = priority_lists(
-            source.key_prefix, source.queue, source.priority_steps, source.priority_separator
+            options.key_prefix, source.queue, options.priority_steps, options.priority_separator
         )
         self._lists = tuple(ListEnds(key, End.TAIL) for key in lists)
         #: per list, the hash of its tail last read and its time without a clock check
         self._tails: list[tuple[bytes, Stamp] | None] = [None for _ in lists]
-        self._read_stamp = stamp_reader("celery", source.timestamp_field, source.timestamp_unit)
+        self._read_stamp = stamp_reader("celery", options.timestamp_field, options.timestamp_unit)
         #: the ``unacked`` entries read so far, by delivery tag (at most MAX_UNACKED_READ)
         self._deliveries: dict[bytes, Delivery | str | None] = {}
         self._redis = RedisConnection(source)

@@ -1,19 +1,19 @@
 """Redis connections shared by every adapter on the same URL, and the one place where Redis
 errors become the project's errors.
 
-A failure is told to clients in the fixed sentences of ``scaler.errors``, by kind; what Redis or
+A failure is told to clients in the fixed sentences of ``brokers.errors``, by kind; what Redis or
 the socket said goes into the error's ``detail``, for the server's log, with the URL and the
 password taken out:
 
 - no answer at all (refused, closed or reset without a reply, timed out, unknown host, a TLS
-  handshake or file that fails): :class:`~scaler.errors.BrokerUnreachable`. PostgreSQL and
+  handshake or file that fails): :class:`~brokers.errors.BrokerUnreachable`. PostgreSQL and
   MQTT close the connection without a word when they read Redis's bytes, but so does a TCP
   proxy whose Redis is down, so a silent close is not taken for another server;
 - an answer that is not Redis's protocol (an HTTP, AMQP, MySQL or NATS greeting):
-  :class:`~scaler.errors.NotTheBroker`;
+  :class:`~brokers.errors.NotTheBroker`;
 - a refused login or command (``WRONGPASS``, ``NOAUTH``, ``NOPERM``, protected mode's
-  ``DENIED``): :class:`~scaler.errors.BrokerRefused`;
-- ``WRONGTYPE`` and ``NOGROUP``: :class:`~scaler.errors.QueueMisconfigured`, naming the key;
+  ``DENIED``): :class:`~brokers.errors.BrokerRefused`;
+- ``WRONGTYPE`` and ``NOGROUP``: :class:`~brokers.errors.QueueMisconfigured`, naming the key;
 - any other error reply (``LOADING``, ``BUSY``, ``MASTERDOWN``...): BrokerUnavailable naming
   the reply's code word only.
 """
@@ -42,8 +42,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from brokers.shared import SharedByKey
-from scaler.errors import (
+from brokers.base import QueueSource
+from brokers.errors import (
     BrokerRefused,
     BrokerUnavailable,
     BrokerUnreachable,
@@ -51,7 +51,7 @@ from scaler.errors import (
     QueueMisconfigured,
     ScalerError,
 )
-from scaler.trigger_spec import QueueSource
+from brokers.shared import SharedByKey
 
 #: connections one server holds to one Redis (one URL) at most, shared by all its samplers; a
 #: sample that finds them all busy waits for one (redis-py's own pool refuses past 100, which

@@ -45,12 +45,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from brokers.base import Precision, QueueSnapshot
-from brokers.formats import FORMATS, End
+from brokers.base import End, Precision, QueueSnapshot, QueueSource
 from brokers.list_ends import Element, ListEnds
 from brokers.payloads import MAX_PAYLOAD_BYTES, TOO_LARGE, Stamp, checked_at, stamp_reader
 from brokers.redis_connection import Command, RedisConnection
-from scaler.trigger_spec import QueueSource
+from brokers.redis_options import ListLayout
 
 COUNTS_SOURCE = "list-marker"
 #: KEYS[1] a job hash, ARGV[1] its field, ARGV[2] the size bound: {size, value or false}
@@ -89,9 +88,10 @@ class Layout:
 
 
 def layout_for(source: QueueSource) -> Layout:
-    """The keys of ``source``'s queue; list ends come from ``FORMATS`` except for ``list``."""
-    p, q = source.key_prefix, source.queue
-    oldest_end = FORMATS[source.format].oldest_end
+    """The keys of ``source``'s queue; the oldest end is the format's (``list``: the user's)."""
+    options = source.options_as(ListLayout)
+    p, q = options.key_prefix, source.queue
+    oldest_end = options.oldest_end
     match source.format:
         case "sidekiq":
             return Layout(_key(p, "queue", q), oldest_end)
@@ -127,7 +127,7 @@ def layout_for(source: QueueSource) -> Layout:
             name = huey_name(q)
             return Layout(f"{p}.{name}" if p else name, oldest_end)
         case "list":
-            return Layout(p + q, source.oldest_end)
+            return Layout(p + q, oldest_end)
     raise ValueError(f"format {source.format!r} is not a Redis list format")
 
 
@@ -149,8 +149,9 @@ class RedisQueueAdapter:
         self.queue = source.queue
         self._source = source
         self._layout = layout_for(source)
+        options = source.options_as(ListLayout)
         self._read_stamp = stamp_reader(
-            source.format, source.timestamp_field, source.timestamp_unit
+            source.format, options.timestamp_field, options.timestamp_unit
         )
         self._ends = ListEnds(self._layout.list_key, self._layout.oldest_end)
         #: the hash of the oldest element last read, and its time without a clock check

@@ -44,7 +44,7 @@ added yet, or the stream was deleted, which deletes its groups and their pending
 Depth, in flight, consumers and both counters are then 0 (a stream created later counts
 ``entries-added`` from 0, so the counts stay exact) and the snapshot carries the warning
 ``stream_missing``, so a mistyped stream name shows. A stream without the group is
-:class:`~scaler.errors.QueueMisconfigured`; a key of another type too.
+:class:`~brokers.errors.QueueMisconfigured`; a key of another type too.
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from brokers.base import Precision, QueueSnapshot
+from brokers.base import Precision, QueueSnapshot, QueueSource
+from brokers.errors import QueueMisconfigured
 from brokers.redis_connection import RedisConnection
-from scaler.errors import QueueMisconfigured
-from scaler.trigger_spec import QueueSource
+from brokers.redis_options import StreamGroup
 
 COUNTS_SOURCE = "stream-counters"
 OLDEST_SOURCE = "entry-id"
@@ -115,11 +115,9 @@ class StreamAdapter:
     broker = "redis"
 
     def __init__(self, source: QueueSource) -> None:
-        if not source.consumer_group:  # the metadata parser requires it
-            raise ValueError(f"{source.describe()}: format stream needs a consumer group")
         self.queue = source.queue
         self._source = source
-        self._group = source.consumer_group
+        self._group = source.options_as(StreamGroup).consumer_group
         self._previous_sample: float | None = None
         self._redis = RedisConnection(source)
 

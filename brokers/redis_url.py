@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, parse_qs, unquote
 
+from brokers.format_api import PERCENT_ENCODE, misplaced_at
+
 if TYPE_CHECKING:  # redis-py is imported when a Redis URL is first checked, not before
     from redis.asyncio.connection import AbstractConnection
 
@@ -40,19 +42,6 @@ _REDIS_FORMS = {
     "unix": "unix:///PATH/TO/redis.sock[?db=DB&password=PASSWORD&...]",
 }
 _DB_PATH = re.compile(r"/[0-9]+/?")
-PERCENT_ENCODE = (
-    "the URL has an '@' after its host: a '/', '?' or '#' in the user name or password ends the "
-    "host early, so percent-encode them (%2F, %3F, %23; '@' as %40). Parts not shown, they may "
-    "hold the password"
-)
-
-
-def misplaced_at(url: str) -> bool:
-    """Whether an ``@`` follows the host part: a password with an unencoded ``/``, ``?`` or
-    ``#`` then spills into the port, path, query or fragment, which must not be shown."""
-    rest = url.partition("://")[2]
-    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
-    return "@" in rest[min(ends, default=len(rest)) :]
 
 
 def _redis_connection(scheme: str) -> type[AbstractConnection]:

@@ -6,15 +6,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from brokers.formats import FORMATS
+from brokers import registry
+from brokers.format_api import BrokerInfo
 from scaler.check_findings import Finding, Where
 from scaler.errors import InvalidMetadata, PermissionDenied
 from scaler.metadata_reader import FROM_ENV, VALUE_KEYS
 from scaler.profiles import Profile
 from scaler.spec import parse_metadata
 
-#: stands in for a URL that only the scaler (a profile) or the workload (urlFromEnv) holds
-PLACEHOLDER_URLS = {"redis": "redis://offline-check:6379/0", "rabbitmq": "amqp://offline-check/"}
 #: stands in for a profile named by connectionFromEnv
 PLACEHOLDER_PROFILE = "offline-check"
 #: the profile a probed dependency names (``postgres=probe:orders-pg|100/5``)
@@ -32,7 +31,7 @@ def parse_offline(
 ) -> list[Finding]:
     """The scaler's parser over the metadata, with what only run time knows stood in for."""
     findings: list[Finding] = []
-    placeholder = PLACEHOLDER_URLS.get(_broker_of(metadata), PLACEHOLDER_URLS["redis"])
+    placeholder = _placeholder_url(metadata)
     known: dict[str, Profile | str] = {**dict.fromkeys(profile_names, placeholder), **profiles}
     values = dict(metadata)
     from_env = {key.removesuffix(FROM_ENV) for key in values if key.endswith(FROM_ENV)}
@@ -60,7 +59,7 @@ def parse_offline(
         )
     if offline and "dependencies" not in from_env:
         for probe in PROBE_PROFILE.findall(values.get("dependencies", "")):
-            known[probe] = PLACEHOLDER_URLS["redis"]
+            known[probe] = _first_broker().offline_url
             findings.append(
                 where.warning(
                     f"{at}.metadata.dependencies",
@@ -91,12 +90,18 @@ def parse_offline(
     return findings
 
 
-def _broker_of(metadata: Mapping[str, str]) -> str:
-    broker = metadata.get("broker")
-    if broker:
-        return broker
-    info = FORMATS.get(metadata.get("format", ""))
-    return info.broker if info is not None else "redis"
+def _first_broker() -> BrokerInfo:
+    return next(iter(registry.brokers().values()))
+
+
+def _placeholder_url(metadata: Mapping[str, str]) -> str:
+    """Stands in for a URL that only the scaler (a profile) or the workload (urlFromEnv) holds:
+    one of the trigger's broker (its ``broker``, or its format's)."""
+    broker = registry.brokers().get(metadata.get("broker", ""))
+    info = registry.formats().get(metadata.get("format", ""))
+    if broker is None and info is not None and not metadata.get("broker"):
+        broker = info.broker
+    return (broker or _first_broker()).offline_url
 
 
 def _source_key(key: str, metadata: Mapping[str, str]) -> str:

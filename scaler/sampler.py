@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from brokers.base import QueueAdapter, QueueSnapshot
+from brokers.base import AdapterFactory, QueueAdapter, QueueSnapshot
 from scaler.arrival_history import ArrivalHistory
 from scaler.errors import (
     BrokerUnreachable,
@@ -48,8 +48,6 @@ MAX_SAMPLE_TIMEOUT = 10.0
 MAX_HISTORY = 10_000
 #: the longest wait for an adapter to release its connection when its sampler stops
 ADAPTER_CLOSE_TIMEOUT = 1.0
-
-AdapterFactory = Callable[[QueueSource], QueueAdapter]
 
 
 class Sampler:

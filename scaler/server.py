@@ -18,6 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from brokers.base import AdapterFactory
 from brokers.registry import open_adapter
 from scaler.bounds import (
     DEFAULT_MAX_HISTORY_SAMPLES,
@@ -32,7 +33,7 @@ from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.profiles import Profile, as_profiles
-from scaler.sampler import IDLE_AFTER, AdapterFactory, SamplerRegistry
+from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
 from scaler.tls import TlsFiles, server_credentials
 from scaler.url_policy import OPEN_URLS, UrlPolicy

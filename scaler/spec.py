@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from brokers.formats import FORMATS
+from brokers.registry import format_info
 from scaler.bounds import UNBOUNDED, Bounds
 from scaler.capacity_metadata import parse_capacity, parse_dependencies
 from scaler.errors import InvalidMetadata
@@ -80,7 +80,7 @@ def _parse_sample_interval(reader: MetadataReader, bounds: Bounds) -> float:
 
 
 def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
-    info = FORMATS[spec.source.format]
+    info = format_info(spec.source.format)
     ceiling, limiter = spec.ceiling
     if spec.max_workers is not None and spec.min_workers > spec.max_workers:
         raise InvalidMetadata(

@@ -1,5 +1,6 @@
 """What a trigger asks for, parsed: the frozen :class:`TriggerSpec`, its queue source and its
-shared dependencies (:mod:`scaler.spec` builds them from KEDA's metadata)."""
+shared dependencies (:mod:`scaler.spec` builds them from KEDA's metadata). The queue source is
+the adapter contract's (:class:`brokers.base.QueueSource`), re-exported here."""
 
 from __future__ import annotations
 
@@ -9,8 +10,17 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from brokers.formats import End
-from brokers.kombu_layout import PRIORITY_STEPS, SEP
+from brokers.base import QueueSource
+
+__all__ = [
+    "DEFAULT_RATE_WINDOW",
+    "DEFAULT_SAMPLE_INTERVAL",
+    "DEFAULT_TARGET_AGE",
+    "Dependency",
+    "Metric",
+    "QueueSource",
+    "TriggerSpec",
+]
 
 DEFAULT_TARGET_AGE = 60.0
 DEFAULT_RATE_WINDOW = 60.0
@@ -21,32 +31,6 @@ class Metric(enum.StrEnum):
     WORKERS = "workers"
     AGE = "age"
     DRAIN_TIME = "drainTime"
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSource:
-    """Identifies one queue on one broker: one sampler serves every trigger with an equal source."""
-
-    broker: str
-    url: str = field(repr=False)
-    queue: str
-    format: str
-    key_prefix: str
-    oldest_end: End
-    timestamp_field: str | None = None
-    timestamp_unit: str = "auto"
-    #: the consumer group whose backlog this is (format stream)
-    consumer_group: str | None = None
-    #: the RabbitMQ management API's URL, where set; derived from ``url`` otherwise
-    management_url: str | None = field(default=None, repr=False)
-    #: kombu's transport option ``priority_steps``, sorted, each once (format celery)
-    priority_steps: tuple[int, ...] = PRIORITY_STEPS
-    #: kombu's transport option ``sep``, between a queue name and its step (format celery)
-    priority_separator: str = SEP
-
-    def describe(self) -> str:
-        """For messages and logs: never includes the URL."""
-        return f"{self.broker} queue {self.queue!r} ({self.format})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
-from brokers.redis_url import misplaced_at
+from brokers.format_api import misplaced_at
 from scaler.errors import InvalidMetadata, PermissionDenied
 
 #: query options that name a file on the scaler's filesystem (redis-py's, then RabbitMQ's)

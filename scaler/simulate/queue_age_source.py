@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import collections
 
-from brokers.base import Precision, QueueSnapshot
-from brokers.formats import FORMATS, End
+from brokers import registry
+from brokers.base import End, Precision, QueueSnapshot
 from brokers.list_marker import ListMarker
 from scaler.arrival_history import ArrivalHistory
 from scaler.policy import PolicyState, decide
@@ -16,9 +16,6 @@ from scaler.simulate.keda import MetricType
 from scaler.simulate.scenario import Scenario, ScenarioError
 from scaler.trigger_spec import Metric
 
-#: formats whose jobs carry their enqueue time where the adapter reads it
-_TIMESTAMPED = frozenset({"sidekiq", "rq", "bullmq", "dramatiq", "stream"})
-
 
 class QueueAgeSource:
     """This project's scaler: snapshots as the format shows them, the real signals and policy."""
@@ -26,17 +23,20 @@ class QueueAgeSource:
     def __init__(self, scenario: Scenario) -> None:
         spec = scenario.spec
         source = spec.source
-        if source.format == "arq":
+        info = registry.format_info(source.format)
+        if info.snapshot_model is None:
+            simulated = [n for n, f in registry.formats().items() if f.snapshot_model is not None]
             raise ScenarioError(
-                "trigger.format: arq (a sorted set) is not simulated; use rq or list"
+                f"trigger.format: {source.format} provides no snapshot model, so it is not "
+                f"simulated; use one of {', '.join(simulated)}"
             )
-        info = FORMATS[source.format]
+        model = info.snapshot_model(info, source)
         self.spec = spec
-        self.stream = source.format == "stream"
+        self.model = model
         self.in_flight = info.reports_in_flight
         self.consumers = info.reports_consumers
-        self.timestamped = source.format in _TIMESTAMPED or source.timestamp_field is not None
-        self.push_end = info.oldest_end.opposite
+        self.timestamped = model.oldest_source != ""
+        self.push_end = model.push_end
         self.marker = ListMarker(self.push_end)
         self.history: collections.deque[QueueSnapshot] = collections.deque()
         self.arrivals = ArrivalHistory()
@@ -61,9 +61,9 @@ class QueueAgeSource:
             self.arrivals.add(snapshot.observed_at, snapshot.arrivals_total)
 
     def snapshot(self, obs: Observation) -> QueueSnapshot:
-        if self.stream:
+        source = self.model.counts_source
+        if self.model.broker_counters:
             arrivals, completions, exact = obs.arrivals_total, obs.completions_total, True
-            source = "stream-counters"
         else:
             counts = self.marker.observe(obs.depth, self._marker_position(obs), _newest(obs))
             arrivals, completions, exact = (
@@ -71,7 +71,6 @@ class QueueAgeSource:
                 counts.completions_total,
                 counts.exact,
             )
-            source = "list-marker"
         timed = self.timestamped and obs.oldest_enqueued_at is not None
         return QueueSnapshot(
             observed_at=obs.now,
@@ -79,7 +78,7 @@ class QueueAgeSource:
             in_flight=obs.in_flight if self.in_flight else None,
             oldest_enqueued_at=obs.oldest_enqueued_at if timed else None,
             oldest_precision=Precision.EXACT if timed else Precision.UNKNOWN,
-            oldest_source="entry-id" if self.stream else "payload" if timed else "",
+            oldest_source=self.model.oldest_source if timed or self.model.broker_counters else "",
             arrivals_total=arrivals,
             completions_total=completions,
             counts_exact=exact,

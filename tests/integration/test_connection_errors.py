@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from brokers.formats import End
+from brokers.redis_options import ListLayout
 from brokers.redis_queues import RedisQueueAdapter
 from scaler.errors import NOT_THE_BROKER, REFUSED, UNREACHABLE, BrokerUnreachable
 from scaler.generated import externalscaler_pb2 as pb
@@ -248,7 +249,7 @@ async def test_a_missing_file_and_an_unreadable_one_are_told_alike(urls: list[st
     told: set[str] = set()
     logged: list[str] = []
     for url in urls:
-        source = QueueSource("redis", url, "files", "sidekiq", "", End.TAIL)
+        source = QueueSource("redis", url, "files", "sidekiq", ListLayout("", End.TAIL))
         adapter = RedisQueueAdapter(source)
         try:
             with pytest.raises(BrokerUnreachable) as caught:

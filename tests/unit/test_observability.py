@@ -16,6 +16,7 @@ import pytest
 
 from brokers.base import Precision, QueueSnapshot
 from brokers.formats import End
+from brokers.redis_options import ListLayout
 from scaler.arrival_history import ArrivalHistory
 from scaler.metrics import PREFIX, Metrics
 from scaler.signals import compute_signals
@@ -149,7 +150,7 @@ def test_the_dashboard_shows_what_operators_need() -> None:
 
 # --- the oldest-age gauge ------------------------------------------------------------------------
 
-RESQUE = QueueSource("redis", "redis://x", "mail", "resque", "resque", End.HEAD)
+RESQUE = QueueSource("redis", "redis://x", "mail", "resque", ListLayout("resque", End.HEAD))
 AGE = f"{PREFIX}_queue_oldest_age_seconds"
 AGE_LABELS = {"broker": "redis", "queue": "mail", "format": "resque"}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from brokers.rabbitmq_options import RabbitOptions
 from brokers.rabbitmq_url import Tls, management_endpoint, parse_amqp_url
 from scaler.profiles import Profile
 from scaler.spec import parse_metadata
@@ -106,5 +107,5 @@ def test_metadata_for_rabbitmq() -> None:
     )
     source = spec.source
     assert (source.broker, source.format, source.queue) == ("rabbitmq", "amqp", "jobs")
-    assert source.management_url == "https://mgmt:15671"
+    assert source.options_as(RabbitOptions).management_url == "https://mgmt:15671"
     assert SECRET not in repr(spec)

@@ -14,6 +14,7 @@ import pytest
 
 from brokers.base import QueueSnapshot
 from brokers.formats import End
+from brokers.redis_options import ListLayout
 from scaler.errors import BrokerUnavailable, SampleStale, Unavailable
 from scaler.metrics import Metrics
 from scaler.sampler import SamplerRegistry
@@ -22,7 +23,7 @@ from scaler.trigger_spec import QueueSource, TriggerSpec
 
 def source(queue: str = "q") -> QueueSource:
     return QueueSource(
-        broker="fake", url="fake://", queue=queue, format="list", key_prefix="", oldest_end=End.TAIL
+        broker="fake", url="fake://", queue=queue, format="list", options=ListLayout("", End.TAIL)
     )
 
 

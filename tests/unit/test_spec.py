@@ -10,6 +10,7 @@ import pytest
 from redis.asyncio.connection import ConnectionPool
 
 from brokers.formats import End
+from brokers.redis_options import CeleryLayout, ListLayout
 from scaler.errors import InvalidMetadata
 from scaler.spec import parse_metadata
 from scaler.trigger_spec import Dependency, Metric, QueueSource, TriggerSpec
@@ -21,7 +22,7 @@ SECRET_URL = f"redis://:{SECRET}@redis.internal:6379/0"
 
 def _source(queue: str, fmt: str, prefix: str, end: End, url: str = URL) -> QueueSource:
     return QueueSource(
-        broker="redis", url=url, queue=queue, format=fmt, key_prefix=prefix, oldest_end=end
+        broker="redis", url=url, queue=queue, format=fmt, options=ListLayout(prefix, end)
     )
 
 
@@ -85,10 +86,7 @@ def _invalid(
                     url=URL,
                     queue="jobs",
                     format="list",
-                    key_prefix="app:",
-                    timestamp_field="created_at",
-                    timestamp_unit="ms",
-                    oldest_end=End.HEAD,
+                    options=ListLayout("app:", End.HEAD, "created_at", "ms"),
                 ),
                 worker_throughput=1.0,
             ),
@@ -731,8 +729,8 @@ CELERY_DOCS_STEPS = tuple(range(10))  # Celery's recipe: priority_steps=list(ran
 
 def test_celery_defaults_are_kombus_priority_steps_and_sep() -> None:
     source = parse_metadata(CELERY).source
-    assert source.priority_steps == (0, 3, 6, 9)
-    assert source.priority_separator == "\x06\x16"
+    assert source.options_as(CeleryLayout).priority_steps == (0, 3, 6, 9)
+    assert source.options_as(CeleryLayout).priority_separator == "\x06\x16"
 
 
 @pytest.mark.parametrize(
@@ -750,7 +748,12 @@ def test_celery_defaults_are_kombus_priority_steps_and_sep() -> None:
     ],
 )
 def test_priority_steps(steps: str, expected: tuple[int, ...]) -> None:
-    assert parse_metadata(CELERY | {"prioritySteps": steps}).source.priority_steps == expected
+    assert (
+        parse_metadata(CELERY | {"prioritySteps": steps})
+        .source.options_as(CeleryLayout)
+        .priority_steps
+        == expected
+    )
 
 
 @pytest.mark.parametrize(
@@ -763,14 +766,17 @@ def test_priority_steps(steps: str, expected: tuple[int, ...]) -> None:
 )
 def test_priority_separator(separator: str, expected: str) -> None:
     source = parse_metadata(CELERY | {"prioritySeparator": separator}).source
-    assert source.priority_separator == expected
+    assert source.options_as(CeleryLayout).priority_separator == expected
 
 
 def test_celery_docs_recipe_as_trigger_metadata() -> None:
     recipe = CELERY | {"prioritySteps": "0-9", "prioritySeparator": ":", "keyPrefix": "app1:"}
     source = parse_metadata(recipe).source
-    assert (source.priority_steps, source.priority_separator) == (CELERY_DOCS_STEPS, ":")
-    assert source.key_prefix == "app1:"
+    assert (
+        source.options_as(CeleryLayout).priority_steps,
+        source.options_as(CeleryLayout).priority_separator,
+    ) == (CELERY_DOCS_STEPS, ":")
+    assert source.options_as(CeleryLayout).key_prefix == "app1:"
     # part of the sampler's identity: a queue read with other steps is another source
     assert source != parse_metadata(CELERY | {"keyPrefix": "app1:"}).source
     env = parse_metadata(

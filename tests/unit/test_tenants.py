@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from brokers.rabbitmq_options import RabbitOptions
 from scaler.bounds import UNBOUNDED, Bounds
 from scaler.check import check_documents
 from scaler.check_findings import Rules
@@ -138,7 +139,10 @@ def test_a_profiles_management_url_is_the_one_used() -> None:
     spec = parse_metadata(
         {"connection": "team-b-rabbit", "queue": "jobs"}, PROFILES, namespace="team-b"
     )
-    assert (spec.source.url, spec.source.management_url) == (AMQP, "https://mgmt.team-b.svc:15671")
+    assert (spec.source.url, spec.source.options_as(RabbitOptions).management_url) == (
+        AMQP,
+        "https://mgmt.team-b.svc:15671",
+    )
 
 
 def test_a_broker_that_does_not_match_the_profile_names_the_profile() -> None:
