@@ -3,14 +3,11 @@ trigger's format shows it, then the server's own signals and policy."""
 
 from __future__ import annotations
 
-import collections
-
 from brokers.base import Precision, QueueSnapshot
 from brokers.formats import FORMATS, End
 from brokers.list_marker import ListMarker
-from scaler.arrival_history import ArrivalHistory
-from scaler.policy import PolicyState, decide
-from scaler.signals import compute_signals
+from scaler.evaluation import Evaluator
+from scaler.sample_history import SampleHistory
 from scaler.simulate.autoscaler import Observation
 from scaler.simulate.keda import MetricType
 from scaler.simulate.scenario import Scenario, ScenarioError
@@ -38,9 +35,8 @@ class QueueAgeSource:
         self.timestamped = source.format in _TIMESTAMPED or source.timestamp_field is not None
         self.push_end = info.oldest_end.opposite
         self.marker = ListMarker(self.push_end)
-        self.history: collections.deque[QueueSnapshot] = collections.deque()
-        self.arrivals = ArrivalHistory()
-        self.state = PolicyState()
+        self.history = SampleHistory()
+        self.evaluator = Evaluator()
         self.next_sample = 0.0
         self.metric_type = (
             MetricType.AVERAGE_VALUE if spec.metric is Metric.WORKERS else MetricType.VALUE
@@ -51,14 +47,9 @@ class QueueAgeSource:
         if obs.now + 1e-9 < self.next_sample:
             return
         self.next_sample = obs.now + self.spec.sample_interval
-        snapshot = self.snapshot(obs)
-        self.history.append(snapshot)
-        # as the server's Sampler trims: the rate window and two intervals more
-        keep_from = obs.now - self.spec.rate_window - 2 * self.spec.sample_interval
-        while len(self.history) > 2 and self.history[1].observed_at <= keep_from:
-            self.history.popleft()
-        if snapshot.arrivals_total is not None:
-            self.arrivals.add(snapshot.observed_at, snapshot.arrivals_total)
+        self.history.append(
+            self.snapshot(obs), window=self.spec.rate_window, interval=self.spec.sample_interval
+        )
 
     def snapshot(self, obs: Observation) -> QueueSnapshot:
         if self.stream:
@@ -101,8 +92,8 @@ class QueueAgeSource:
     def read(self, obs: Observation) -> tuple[float | None, bool | None]:
         if not self.history:
             return None, None
-        signals = compute_signals(tuple(self.history), self.spec.rate_window, self.arrivals)
-        decision, self.state = decide(signals, self.spec, signals.observed_at, self.state)
+        history = self.history
+        decision = self.evaluator.evaluate(history.view, self.spec, history.arrivals).decision
         return decision.metric_value, decision.active
 
 
