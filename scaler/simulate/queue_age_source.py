@@ -1,11 +1,10 @@
-"""This project's scaler in the simulator: the simulated queue sampled into snapshots as the
-trigger's format shows it, then the server's own signals and policy."""
+"""This project's scaler in the simulator: the simulated queue written into the in-memory broker
+at each sample and read back through its adapter as the trigger's format shows it, the server's
+own SampleHistory, and the server's own evaluation step (signals and policy)."""
 
 from __future__ import annotations
 
-from brokers.base import Precision, QueueSnapshot
-from brokers.formats import FORMATS, End
-from brokers.list_marker import ListMarker
+from brokers.memory import MemoryBroker, MemoryJob
 from scaler.evaluation import Evaluator
 from scaler.sample_history import SampleHistory
 from scaler.simulate.autoscaler import Observation
@@ -13,12 +12,9 @@ from scaler.simulate.keda import MetricType
 from scaler.simulate.scenario import Scenario, ScenarioError
 from scaler.trigger_spec import Metric
 
-#: formats whose jobs carry their enqueue time where the adapter reads it
-_TIMESTAMPED = frozenset({"sidekiq", "rq", "bullmq", "dramatiq", "stream"})
-
 
 class QueueAgeSource:
-    """This project's scaler: snapshots as the format shows them, the real signals and policy."""
+    """This project's scaler: the memory broker's adapter, the real history, signals and policy."""
 
     def __init__(self, scenario: Scenario) -> None:
         spec = scenario.spec
@@ -27,17 +23,16 @@ class QueueAgeSource:
             raise ScenarioError(
                 "trigger.format: arq (a sorted set) is not simulated; use rq or list"
             )
-        info = FORMATS[source.format]
         self.spec = spec
-        self.stream = source.format == "stream"
-        self.in_flight = info.reports_in_flight
-        self.consumers = info.reports_consumers
-        self.timestamped = source.format in _TIMESTAMPED or source.timestamp_field is not None
-        self.push_end = info.oldest_end.opposite
-        self.marker = ListMarker(self.push_end)
+        broker = MemoryBroker(source.broker)
+        self.queue = broker.queue(source.queue)
+        self.adapter = broker.open(source)
         self.history = SampleHistory()
         self.evaluator = Evaluator()
         self.next_sample = 0.0
+        #: what the memory queue holds: the requeued jobs, then arrivals [head, arrivals)
+        self._requeued = 0
+        self._head = 0
         self.metric_type = (
             MetricType.AVERAGE_VALUE if spec.metric is Metric.WORKERS else MetricType.VALUE
         )
@@ -47,47 +42,25 @@ class QueueAgeSource:
         if obs.now + 1e-9 < self.next_sample:
             return
         self.next_sample = obs.now + self.spec.sample_interval
+        self._write(obs)
         self.history.append(
-            self.snapshot(obs), window=self.spec.rate_window, interval=self.spec.sample_interval
+            self.adapter.read(obs.now),
+            window=self.spec.rate_window,
+            interval=self.spec.sample_interval,
         )
 
-    def snapshot(self, obs: Observation) -> QueueSnapshot:
-        if self.stream:
-            arrivals, completions, exact = obs.arrivals_total, obs.completions_total, True
-            source = "stream-counters"
-        else:
-            counts = self.marker.observe(obs.depth, self._marker_position(obs), _newest(obs))
-            arrivals, completions, exact = (
-                counts.arrivals_total,
-                counts.completions_total,
-                counts.exact,
-            )
-            source = "list-marker"
-        timed = self.timestamped and obs.oldest_enqueued_at is not None
-        return QueueSnapshot(
-            observed_at=obs.now,
-            depth=obs.depth,
-            in_flight=obs.in_flight if self.in_flight else None,
-            oldest_enqueued_at=obs.oldest_enqueued_at if timed else None,
-            oldest_precision=Precision.EXACT if timed else Precision.UNKNOWN,
-            oldest_source="entry-id" if self.stream else "payload" if timed else "",
-            arrivals_total=arrivals,
-            completions_total=completions,
-            counts_exact=exact,
-            counts_source=source,
-            consumers=obs.ready + obs.draining if self.consumers else None,
-        )
-
-    def _marker_position(self, obs: Observation) -> list[int] | None:
-        """What ``LPOS`` answers for the previous marker: its index from the head, if still there."""
-        query = self.marker.query()
-        if query is None:
-            return None
-        job = int(query.marker)
-        if not obs.queue_head <= job < obs.arrivals_total:
-            return []
-        newer = obs.arrivals_total - 1 - job
-        return [newer if self.push_end is End.HEAD else obs.depth - 1 - newer]
+    def _write(self, obs: Observation) -> None:
+        """Bring the memory queue to the simulated one: the new jobs join the push end, the
+        jobs taken since the last sample leave the oldest end, the requeued go back in front."""
+        queue, times = self.queue, obs.arrival_times
+        for job in range(queue.arrivals_total, obs.arrivals_total):
+            queue.push(str(job).encode(), times[job])
+        queue.take(self._requeued + obs.queue_head - self._head)
+        queue.requeue(MemoryJob(str(job).encode(), times[job]) for job in obs.requeued)
+        self._requeued, self._head = len(obs.requeued), obs.queue_head
+        queue.in_flight = obs.in_flight
+        queue.consumers = obs.ready + obs.draining
+        queue.completions_total = obs.completions_total
 
     def read(self, obs: Observation) -> tuple[float | None, bool | None]:
         if not self.history:
@@ -95,12 +68,3 @@ class QueueAgeSource:
         history = self.history
         decision = self.evaluator.evaluate(history.view, self.spec, history.arrivals).decision
         return decision.metric_value, decision.active
-
-
-def _newest(obs: Observation) -> bytes | None:
-    """The job at the push end, as the marker: its arrival number."""
-    if obs.depth == 0:
-        return None
-    if obs.arrivals_total > obs.queue_head:
-        return str(obs.arrivals_total - 1).encode()
-    return b"-1"  # only requeued jobs wait: a marker that will not be found again
