@@ -127,6 +127,9 @@ class MemoryBroker:
         self.health = Health.UP
         self.problem = ""
         self.adapters: list[MemoryAdapter] = []
+        #: set while the broker answers: a hanging sample waits on it
+        self.answering = asyncio.Event()
+        self.answering.set()
 
     def queue(self, name: str) -> MemoryQueue:
         """The queue called ``name``, created empty on first use."""
@@ -136,16 +139,25 @@ class MemoryBroker:
         return queue
 
     def fail(self) -> None:
-        self.health = Health.DOWN
+        self._become(Health.DOWN)
 
     def hang(self) -> None:
-        self.health = Health.HANGING
+        """Samples from now on get no answer until :meth:`recover` (or the sampler's timeout)."""
+        self._become(Health.HANGING)
 
     def misconfigure(self, problem: str) -> None:
-        self.health, self.problem = Health.MISCONFIGURED, problem
+        self.problem = problem
+        self._become(Health.MISCONFIGURED)
 
     def recover(self) -> None:
-        self.health = Health.UP
+        self._become(Health.UP)
+
+    def _become(self, health: Health) -> None:
+        self.health = health
+        if health is Health.HANGING:
+            self.answering.clear()
+        else:
+            self.answering.set()
 
     def open(self, source: QueueSource) -> MemoryAdapter:
         """An adapter for ``source``'s queue: the SamplerRegistry's adapter factory."""
@@ -173,8 +185,7 @@ class MemoryAdapter:
 
     async def sample(self) -> QueueSnapshot:
         memory = self._memory
-        if memory.health is Health.HANGING:
-            await asyncio.Event().wait()  # until the sampler's timeout cancels it
+        await memory.answering.wait()  # a hanging broker: until it recovers, or the timeout
         if memory.health is Health.DOWN:
             raise BrokerUnreachable(self.broker, self.queue, detail="the memory broker is down")
         if memory.health is Health.MISCONFIGURED:
