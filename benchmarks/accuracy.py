@@ -37,9 +37,10 @@ from benchmarks.accuracy_library import Library, Truth
 from brokers.base import Precision
 from brokers.registry import open_adapter
 from scaler.errors import Unavailable
+from scaler.evaluation import Evaluator
 from scaler.metrics import Metrics
 from scaler.sampler import SamplerRegistry
-from scaler.signals import QueueSignals, compute_signals
+from scaler.signals import QueueSignals
 from scaler.spec import parse_metadata
 
 RATE_WINDOW = 10.0
@@ -210,7 +211,7 @@ async def run_one(
             threads.append(Traffic(lambda: _pace(stop, load.take_rate, library.take)))
         for thread in threads:
             thread.start()
-        cursor, seen = 0, 0.0
+        cursor, seen, evaluator = 0, 0.0, Evaluator()
         while time.monotonic() - t0 < seconds:
             failed = [t.error for t in threads if t.error is not None]
             if failed:
@@ -224,7 +225,7 @@ async def run_one(
             if history[-1].observed_at == seen:
                 continue
             seen = history[-1].observed_at
-            signals = compute_signals(history, spec.rate_window, sampler.arrivals)
+            signals = evaluator.evaluate(history, spec, sampler.arrivals).signals
             warm = time.monotonic() - t0 > RATE_WINDOW + 2 * interval
             cursor = score(signals, truth, errors, interval, cursor, warm, load)
     finally:

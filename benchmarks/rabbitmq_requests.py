@@ -28,9 +28,9 @@ import pika
 
 from brokers.rabbitmq import RabbitQueueAdapter
 from brokers.registry import open_adapter
+from scaler.evaluation import Evaluator
 from scaler.metrics import Metrics
 from scaler.sampler import SamplerRegistry
-from scaler.signals import compute_signals
 from scaler.spec import parse_metadata
 from scaler.trigger_spec import TriggerSpec
 
@@ -153,6 +153,7 @@ async def accuracy(url: str, kind: str, seconds: float) -> None:
     arrival_errors: list[float] = []
     completion_errors: list[float] = []
     sources: set[str] = set()
+    evaluator = Evaluator()
     try:
         sampler = samplers.get(spec)
         await sampler.history(first_timeout=5.0)
@@ -168,7 +169,7 @@ async def accuracy(url: str, kind: str, seconds: float) -> None:
         while time.time() - started < seconds:
             await sampler.wait_for_sample(2.0)
             history = await sampler.history(first_timeout=1.0)
-            signals = compute_signals(history, spec.rate_window, sampler.arrivals)
+            signals = evaluator.evaluate(history, spec, sampler.arrivals).signals
             now = history[-1].observed_at
             if now - started < WINDOW:  # let the rate window and the history fill
                 continue

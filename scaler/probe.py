@@ -13,11 +13,12 @@ from brokers.registry import open_adapter
 from scaler.bounds import UNBOUNDED, Bounds
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.registry import PROBE_TIMEOUT, ProbeRegistry
+from scaler.evaluation import Evaluator
 from scaler.metrics import Metrics
-from scaler.policy import Decision, PolicyState, decide
+from scaler.policy import Decision
 from scaler.profiles import Profile
 from scaler.sampler import SamplerRegistry
-from scaler.signals import Figure, QueueSignals, compute_signals
+from scaler.signals import Figure, QueueSignals
 from scaler.spec import parse_metadata
 from scaler.trigger_spec import TriggerSpec
 from scaler.url_policy import OPEN_URLS, UrlPolicy
@@ -46,17 +47,17 @@ async def probe(
         sampler = samplers.get(spec)
         await probes.figures(spec, first_timeout=0.0)  # start the probes with the sampler
         await asyncio.sleep(duration)
-        history = tuple(await sampler.history(first_timeout=1.0))
+        history = await sampler.history(first_timeout=1.0)
         figures = await probes.figures(spec, first_timeout=PROBE_TIMEOUT)
     finally:
         await samplers.aclose()
         await probes.aclose()
-    signals = compute_signals(history, spec.rate_window, sampler.arrivals)
-    state = PolicyState()
-    for end in range(2, len(history) + 1):  # replay, so learned throughput is what a server has
-        _, state = decide(compute_signals(history[:end], spec.rate_window), spec, 0.0, state)
-    decision, _ = decide(signals, spec, signals.observed_at, state, figures)
-    out = report(spec, signals, decision, len(history), figures)
+    evaluator = Evaluator()
+    for end in range(2, len(history)):  # replay, so learned throughput is what a server has
+        evaluator.evaluate(history[:end], spec)
+    evaluation = evaluator.evaluate(history, spec, sampler.arrivals, figures)
+    decision = evaluation.decision
+    out = report(spec, evaluation.signals, decision, len(history), figures)
     # what the samples warned about (an unreadable timestamp, a management API that is down...)
     out["warnings"] = sorted({kind for snapshot in history for kind in snapshot.warnings})
     out["warnings"] += decision.ceiling_warnings  # a probe that cannot read, and what it does

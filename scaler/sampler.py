@@ -15,10 +15,9 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 from brokers.base import AdapterFactory, QueueAdapter, QueueSnapshot
-from scaler.arrival_history import ArrivalHistory
 from scaler.errors import (
     BrokerUnreachable,
     QueueMisconfigured,
@@ -30,6 +29,7 @@ from scaler.errors import (
 from scaler.failure_log import REPORT_EVERY, FailureLog
 from scaler.limits import Limits
 from scaler.metrics import Metrics
+from scaler.sample_history import SampleHistory
 from scaler.sample_schedule import LIVE_FOR, Demand, Demands, pause_after
 from scaler.trigger_spec import QueueSource, TriggerSpec
 
@@ -65,8 +65,6 @@ class Sampler:
         max_history: int = MAX_HISTORY,
         report_every: float = REPORT_EVERY,
     ) -> None:
-        if max_history < 2:
-            raise ValueError(f"max_history must be at least 2 snapshots, not {max_history}")
         self.source = source
         self.idle_after = idle_after
         self.last_error: ScalerError | None = None
@@ -75,9 +73,9 @@ class Sampler:
         self._adapter = adapter
         self._metrics = metrics
         self._demands = Demands(first, time.monotonic(), live_for=live_for)
-        self._history: collections.deque[QueueSnapshot] = collections.deque(maxlen=max_history)
+        self._history = SampleHistory(max_history)
         #: the longer history of arrivals that estimates ages where jobs carry no timestamp
-        self.arrivals = ArrivalHistory()
+        self.arrivals = self._history.arrivals
         self._failure_log = FailureLog(log, source.describe(), every=report_every)
         self._last_success = 0.0  # monotonic time of the newest snapshot
         self._last_asked = time.monotonic()
@@ -115,7 +113,7 @@ class Sampler:
         if interval < before:
             self._wake.set()
 
-    async def history(self, first_timeout: float) -> Sequence[QueueSnapshot]:
+    async def history(self, first_timeout: float) -> tuple[QueueSnapshot, ...]:
         """The recent snapshots, oldest first; raises Unavailable when there is no fresh one.
 
         The first request waits for the queue's first sample, up to ``first_timeout``; so does a
@@ -141,7 +139,7 @@ class Sampler:
                 f"(more than {STALE_AFTER_INTERVALS} sample intervals of {self.interval:g}s)"
                 f"{detail}"
             )
-        return self._history  # read it before the next await: the sampler appends to it
+        return self._history.view  # immutable: the next sample makes a new one
 
     async def wait_for_sample(self, timeout: float) -> None:
         """Return after the next sample (or error), or after ``timeout``."""
@@ -259,10 +257,7 @@ class Sampler:
         self._changed = asyncio.Event()
 
     def _succeeded(self, snapshot: QueueSnapshot, seconds: float) -> None:
-        self._history.append(snapshot)
-        self._trim()
-        if snapshot.arrivals_total is not None:
-            self.arrivals.add(snapshot.counted_at, snapshot.arrivals_total)
+        self._history.append(snapshot, window=self.window, interval=self.interval)
         self._last_success = time.monotonic()
         self.last_error = None
         self.failures = 0
@@ -274,12 +269,6 @@ class Sampler:
         self.last_error = error
         self.failures += 1
         self._metrics.record_sample_error(self.source, type(error).__name__)
-
-    def _trim(self) -> None:
-        newest = self._history[-1].observed_at
-        keep_from = newest - self.window - 2 * self.interval
-        while len(self._history) > 2 and self._history[1].observed_at <= keep_from:
-            self._history.popleft()
 
 
 class SamplerRegistry:

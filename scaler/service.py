@@ -17,7 +17,6 @@ from typing import TypeVar
 import grpc
 
 from scaler.bounds import UNBOUNDED, Bounds
-from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.registry import ProbeRegistry
 from scaler.decision_log import TriggerKey, decision_fields, decision_text
 from scaler.errors import (
@@ -28,14 +27,15 @@ from scaler.errors import (
     ScalerError,
     Unavailable,
 )
+from scaler.evaluation import Evaluator
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.metrics import Metrics
-from scaler.policy import Decision, PolicyState, decide
+from scaler.policy import Decision
 from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
-from scaler.signals import QueueSignals, compute_signals
+from scaler.signals import QueueSignals
 from scaler.spec import parse_metadata
 from scaler.trigger_spec import TriggerSpec
 from scaler.url_policy import OPEN_URLS, UrlPolicy
@@ -100,22 +100,13 @@ def _active(spec: TriggerSpec, decision: Decision) -> bool:
     return decision.active
 
 
-#: what a decision took from the probes: each one's reading and error (not its age)
-Readings = tuple[tuple[str, object, str | None], ...]
-
-
-def _readings(figures: Mapping[str, ProbeFigure]) -> Readings:
-    return tuple((name, figure.reading, figure.error) for name, figure in sorted(figures.items()))
-
-
 @dataclass(slots=True)
 class _Trigger:
     """What the service keeps per trigger between KEDA's calls."""
 
-    state: PolicyState
     asked: float
-    #: the last evaluation, by the time of the sample and the probe figures it was made from
-    evaluation: tuple[float, Readings, QueueSignals, Decision] | None = None
+    #: the policy state and the last evaluation
+    evaluator: Evaluator
     #: the last decision logged (reason, workers)
     logged: tuple[str, int] | None = None
 
@@ -283,19 +274,13 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._forget_idle(now)
         trigger = self._triggers.get(key)
         if trigger is None:
-            trigger = self._triggers[key] = _Trigger(PolicyState(), now)
+            trigger = self._triggers[key] = _Trigger(now, Evaluator())
         trigger.asked = now
-        cached = trigger.evaluation
-        seen = (history[-1].observed_at, _readings(figures))
-        if cached is not None and cached[:2] == seen:
-            # KEDA asks GetMetrics then IsActive (and the HPA again) on the same sample and the
-            # same probe figures: decide, record and log once per sample
-            return cached[2], cached[3]
-        signals = compute_signals(history, spec.rate_window, sampler.arrivals)
-        decision, trigger.state = decide(signals, spec, signals.observed_at, trigger.state, figures)
-        trigger.evaluation = (*seen, signals, decision)
-        self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
-        self._log_decision(key, trigger, signals, decision)
+        evaluation = trigger.evaluator.evaluate(history, spec, sampler.arrivals, figures)
+        signals, decision = evaluation.signals, evaluation.decision
+        if evaluation.fresh:  # recorded and logged once per sample and probe figures
+            self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
+            self._log_decision(key, trigger, signals, decision)
         return signals, decision
 
     def _forget_idle(self, now: float) -> None:

@@ -3,7 +3,8 @@ it answers (:class:`Autoscaler`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
@@ -27,8 +28,11 @@ class Observation:
     cpu_ready: float
     #: arrival number of the oldest job in arrival order that still waits (list markers)
     queue_head: int
-    #: jobs put back at the head of the queue after their worker was killed
-    requeued: int
+    #: arrival numbers of the jobs put back at the head of the queue after their worker was
+    #: killed, oldest end first
+    requeued: tuple[int, ...]
+    #: enqueue time of each job by arrival number; only the first ``arrivals_total`` have come
+    arrival_times: Sequence[float] = field(repr=False)
 
 
 class Autoscaler(Protocol):

@@ -352,7 +352,8 @@ class Simulation:
             draining=counts[PodState.DRAINING],
             cpu_ready=(self.cpu_m - draining_cpu) / 1000,
             queue_head=self.qhead,
-            requeued=len(self.retry),
+            requeued=tuple(self.retry),
+            arrival_times=self.arr,
         )
 
     def _oldest(self) -> float | None:

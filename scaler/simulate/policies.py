@@ -1,10 +1,10 @@
 """The policies the simulator compares, each as its own documentation defines it.
 
-- ``queue-age-scaler``: this project. The simulated queue is sampled every ``sampleInterval`` into
-  :class:`~brokers.base.QueueSnapshot` s as the trigger's format shows it (list marker counts for
-  list formats, stream counters for ``stream``; in-flight jobs, workers and enqueue times only
-  where the format records them); the server's own ``compute_signals`` and ``decide`` answer
-  KEDA's GetMetrics and IsActive; KEDA and the HPA do the rest.
+- ``queue-age-scaler``: this project. Every ``sampleInterval`` the simulated queue is written into
+  the in-memory broker and read back by its adapter as the trigger's format shows it (list marker
+  counts for list formats, stream counters for ``stream``; in-flight jobs, workers and enqueue
+  times only where the format records them); the server's own ``SampleHistory`` and evaluation
+  step answer KEDA's GetMetrics and IsActive; KEDA and the HPA do the rest.
 - ``cpu``: the HPA on CPU utilisation (no KEDA, at least one pod).
 - ``keda-redis-listlength``: KEDA's Redis scaler, ``LLEN`` (waiting jobs only), ``AverageValue``.
 - ``keda-rabbitmq-queuelength`` / ``-messagerate`` / ``-consumptiontime``: KEDA's RabbitMQ

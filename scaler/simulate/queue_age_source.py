@@ -1,16 +1,13 @@
-"""This project's scaler in the simulator: the simulated queue sampled into snapshots as the
-trigger's format shows it, then the server's own signals and policy."""
+"""This project's scaler in the simulator: the simulated queue written into the in-memory broker
+at each sample and read back through its adapter as the trigger's format shows it, the server's
+own SampleHistory, and the server's own evaluation step (signals and policy)."""
 
 from __future__ import annotations
 
-import collections
-
 from brokers import registry
-from brokers.base import End, Precision, QueueSnapshot
-from brokers.list_marker import ListMarker
-from scaler.arrival_history import ArrivalHistory
-from scaler.policy import PolicyState, decide
-from scaler.signals import compute_signals
+from brokers.memory import MemoryBroker, MemoryJob
+from scaler.evaluation import Evaluator
+from scaler.sample_history import SampleHistory
 from scaler.simulate.autoscaler import Observation
 from scaler.simulate.keda import MetricType
 from scaler.simulate.scenario import Scenario, ScenarioError
@@ -18,30 +15,27 @@ from scaler.trigger_spec import Metric
 
 
 class QueueAgeSource:
-    """This project's scaler: snapshots as the format shows them, the real signals and policy."""
+    """This project's scaler: the memory broker's adapter, the real history, signals and policy."""
 
     def __init__(self, scenario: Scenario) -> None:
         spec = scenario.spec
         source = spec.source
-        info = registry.format_info(source.format)
-        if info.snapshot_model is None:
+        if registry.format_info(source.format).snapshot_model is None:
             simulated = [n for n, f in registry.formats().items() if f.snapshot_model is not None]
             raise ScenarioError(
                 f"trigger.format: {source.format} provides no snapshot model, so it is not "
                 f"simulated; use one of {', '.join(simulated)}"
             )
-        model = info.snapshot_model(info, source)
         self.spec = spec
-        self.model = model
-        self.in_flight = info.reports_in_flight
-        self.consumers = info.reports_consumers
-        self.timestamped = model.oldest_source != ""
-        self.push_end = model.push_end
-        self.marker = ListMarker(self.push_end)
-        self.history: collections.deque[QueueSnapshot] = collections.deque()
-        self.arrivals = ArrivalHistory()
-        self.state = PolicyState()
+        broker = MemoryBroker(source.broker)
+        self.queue = broker.queue(source.queue)
+        self.adapter = broker.open(source)
+        self.history = SampleHistory()
+        self.evaluator = Evaluator()
         self.next_sample = 0.0
+        #: what the memory queue holds: the requeued jobs, then arrivals [head, arrivals)
+        self._requeued = 0
+        self._head = 0
         self.metric_type = (
             MetricType.AVERAGE_VALUE if spec.metric is Metric.WORKERS else MetricType.VALUE
         )
@@ -51,64 +45,29 @@ class QueueAgeSource:
         if obs.now + 1e-9 < self.next_sample:
             return
         self.next_sample = obs.now + self.spec.sample_interval
-        snapshot = self.snapshot(obs)
-        self.history.append(snapshot)
-        # as the server's Sampler trims: the rate window and two intervals more
-        keep_from = obs.now - self.spec.rate_window - 2 * self.spec.sample_interval
-        while len(self.history) > 2 and self.history[1].observed_at <= keep_from:
-            self.history.popleft()
-        if snapshot.arrivals_total is not None:
-            self.arrivals.add(snapshot.observed_at, snapshot.arrivals_total)
-
-    def snapshot(self, obs: Observation) -> QueueSnapshot:
-        source = self.model.counts_source
-        if self.model.broker_counters:
-            arrivals, completions, exact = obs.arrivals_total, obs.completions_total, True
-        else:
-            counts = self.marker.observe(obs.depth, self._marker_position(obs), _newest(obs))
-            arrivals, completions, exact = (
-                counts.arrivals_total,
-                counts.completions_total,
-                counts.exact,
-            )
-        timed = self.timestamped and obs.oldest_enqueued_at is not None
-        return QueueSnapshot(
-            observed_at=obs.now,
-            depth=obs.depth,
-            in_flight=obs.in_flight if self.in_flight else None,
-            oldest_enqueued_at=obs.oldest_enqueued_at if timed else None,
-            oldest_precision=Precision.EXACT if timed else Precision.UNKNOWN,
-            oldest_source=self.model.oldest_source if timed or self.model.broker_counters else "",
-            arrivals_total=arrivals,
-            completions_total=completions,
-            counts_exact=exact,
-            counts_source=source,
-            consumers=obs.ready + obs.draining if self.consumers else None,
+        self._write(obs)
+        self.history.append(
+            self.adapter.read(obs.now),
+            window=self.spec.rate_window,
+            interval=self.spec.sample_interval,
         )
 
-    def _marker_position(self, obs: Observation) -> list[int] | None:
-        """What ``LPOS`` answers for the previous marker: its index from the head, if still there."""
-        query = self.marker.query()
-        if query is None:
-            return None
-        job = int(query.marker)
-        if not obs.queue_head <= job < obs.arrivals_total:
-            return []
-        newer = obs.arrivals_total - 1 - job
-        return [newer if self.push_end is End.HEAD else obs.depth - 1 - newer]
+    def _write(self, obs: Observation) -> None:
+        """Bring the memory queue to the simulated one: the new jobs join the push end, the
+        jobs taken since the last sample leave the oldest end, the requeued go back in front."""
+        queue, times = self.queue, obs.arrival_times
+        for job in range(queue.arrivals_total, obs.arrivals_total):
+            queue.push(str(job).encode(), times[job])
+        queue.take(self._requeued + obs.queue_head - self._head)
+        queue.requeue(MemoryJob(str(job).encode(), times[job]) for job in obs.requeued)
+        self._requeued, self._head = len(obs.requeued), obs.queue_head
+        queue.in_flight = obs.in_flight
+        queue.consumers = obs.ready + obs.draining
+        queue.completions_total = obs.completions_total
 
     def read(self, obs: Observation) -> tuple[float | None, bool | None]:
         if not self.history:
             return None, None
-        signals = compute_signals(tuple(self.history), self.spec.rate_window, self.arrivals)
-        decision, self.state = decide(signals, self.spec, signals.observed_at, self.state)
+        history = self.history
+        decision = self.evaluator.evaluate(history.view, self.spec, history.arrivals).decision
         return decision.metric_value, decision.active
-
-
-def _newest(obs: Observation) -> bytes | None:
-    """The job at the push end, as the marker: its arrival number."""
-    if obs.depth == 0:
-        return None
-    if obs.arrivals_total > obs.queue_head:
-        return str(obs.arrivals_total - 1).encode()
-    return b"-1"  # only requeued jobs wait: a marker that will not be found again

@@ -1,0 +1,127 @@
+"""The in-memory broker and its adapter: a memory queue as each format shows it (what the format
+reports, timestamps where its jobs carry them, exact stream counters, list-marker counts with
+LPOS's MAXLEN), and the broker's outage, hang and misconfiguration as the real adapters raise them."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from brokers.base import Precision
+from brokers.list_marker import MIN_MAXLEN
+from brokers.memory import MemoryBroker, MemoryJob
+from scaler.errors import BrokerUnreachable, QueueMisconfigured
+from scaler.spec import parse_metadata
+from scaler.trigger_spec import QueueSource
+
+
+def source(fmt: str, **keys: str) -> QueueSource:
+    metadata = {
+        "url": "redis://memory:6379/0",
+        "queue": "orders",
+        "format": fmt,
+        "workerThroughput": "1",
+    }
+    if fmt == "stream":
+        metadata["consumerGroup"] = "workers"
+    return parse_metadata(metadata | keys).source
+
+
+def fill(broker: MemoryBroker, jobs: int, *, first_at: float = 100.0) -> None:
+    queue = broker.queue("orders")
+    for n in range(jobs):
+        queue.push(f"job-{n}".encode(), first_at + n)
+
+
+def test_each_format_shows_what_it_reports() -> None:
+    broker = MemoryBroker()
+    fill(broker, 3)
+    queue = broker.queue("orders")
+    queue.take(1)
+    queue.consumers = 4
+    sidekiq = broker.open(source("sidekiq")).read(200.0)
+    assert (sidekiq.depth, sidekiq.in_flight, sidekiq.consumers) == (2, None, None)
+    assert (sidekiq.oldest_enqueued_at, sidekiq.oldest_precision) == (101.0, Precision.EXACT)
+    assert sidekiq.oldest_source == "payload"
+    rq = broker.open(source("rq")).read(200.0)
+    assert (rq.depth, rq.in_flight, rq.consumers) == (2, 1, 4)
+    resque = broker.open(source("resque")).read(200.0)  # resque jobs carry no enqueue time
+    assert (resque.oldest_enqueued_at, resque.oldest_precision) == (None, Precision.UNKNOWN)
+    list_with_field = broker.open(source("list", timestampField="ts")).read(200.0)
+    assert list_with_field.oldest_enqueued_at == 101.0
+
+
+def test_a_stream_has_exact_counters() -> None:
+    broker = MemoryBroker()
+    adapter = broker.open(source("stream"))
+    fill(broker, 5)
+    queue = broker.queue("orders")
+    queue.take(3)
+    queue.finish(2)
+    snapshot = adapter.read(10.0)
+    assert (snapshot.arrivals_total, snapshot.completions_total) == (5, 2)
+    assert snapshot.counts_exact and snapshot.counts_source == "stream-counters"
+    assert snapshot.oldest_source == "entry-id"
+
+
+@pytest.mark.parametrize("fmt", ["sidekiq", "rq"])  # pushed at the head, and at the tail
+def test_a_list_counts_arrivals_and_takes_by_its_marker(fmt: str) -> None:
+    broker = MemoryBroker()
+    adapter = broker.open(source(fmt))
+    fill(broker, 10)
+    first = adapter.read(1.0)  # sets the marker: nothing counted yet
+    assert (first.arrivals_total, first.completions_total, first.counts_exact) == (0, 0, True)
+    queue = broker.queue("orders")
+    queue.take(4)
+    for n in range(10, 17):
+        queue.push(f"job-{n}".encode(), 100.0 + n)
+    second = adapter.read(2.0)
+    assert (second.depth, second.arrivals_total, second.completions_total) == (13, 7, 4)
+    assert second.counts_exact and second.counts_source == "list-marker"
+
+
+def test_a_marker_beyond_maxlen_leaves_a_lower_bound_as_lpos_does() -> None:
+    broker = MemoryBroker()
+    adapter = broker.open(source("sidekiq"))
+    fill(broker, 1)
+    adapter.read(1.0)
+    queue = broker.queue("orders")
+    for n in range(1, MIN_MAXLEN + 500):
+        queue.push(f"job-{n}".encode(), 100.0 + n)
+    snapshot = adapter.read(2.0)
+    assert not snapshot.counts_exact
+    assert snapshot.arrivals_total == MIN_MAXLEN  # what LPOS's MAXLEN could see
+
+
+def test_requeued_jobs_wait_at_the_oldest_end() -> None:
+    broker = MemoryBroker()
+    fill(broker, 3)
+    queue = broker.queue("orders")
+    taken = queue.take(2)
+    queue.requeue(taken)
+    assert queue.in_flight == 0
+    assert queue.oldest == MemoryJob(b"job-0", 100.0)
+    assert queue.from_push_end(b"job-0", 10) == 2
+    with pytest.raises(ValueError, match="already waits"):
+        queue.push(b"job-2", 1.0)
+
+
+async def test_an_outage_a_hang_and_a_misconfiguration_raise_as_real_adapters_do() -> None:
+    broker = MemoryBroker()
+    adapter = broker.open(source("sidekiq"))
+    assert (await adapter.sample()).depth == 0
+    broker.fail()
+    with pytest.raises(BrokerUnreachable, match="redis queue 'orders': the broker could not"):
+        await adapter.sample()
+    broker.misconfigure("redis key 'queue:orders' is not a list")
+    with pytest.raises(QueueMisconfigured, match="is not a list"):
+        await adapter.sample()
+    broker.hang()
+    hanging = asyncio.ensure_future(adapter.sample())
+    await asyncio.sleep(0.1)
+    assert not hanging.done()  # no answer at all
+    broker.recover()
+    assert (await asyncio.wait_for(hanging, 1.0)).depth == 0
+    await adapter.aclose()
+    assert adapter.closed
