@@ -29,6 +29,9 @@ class Observation:
     queue_head: int
     #: jobs put back at the head of the queue after their worker was killed
     requeued: int
+    #: slots the workers may hold in all now (the dependency's less the API's and others'
+    #: sessions), as a PostgreSQL probe reads them; 0 without a dependency
+    dependency_slots: float = 0.0
 
 
 class Autoscaler(Protocol):

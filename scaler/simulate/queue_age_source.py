@@ -9,6 +9,8 @@ from brokers.base import Precision, QueueSnapshot
 from brokers.formats import FORMATS, End
 from brokers.list_marker import ListMarker
 from scaler.arrival_history import ArrivalHistory
+from scaler.ceilings.headroom import Headroom, ProbeFigure
+from scaler.ceilings.registry import REFRESH_INTERVAL as PROBE_EVERY
 from scaler.policy import PolicyState, decide
 from scaler.signals import compute_signals
 from scaler.simulate.autoscaler import Observation
@@ -46,8 +48,13 @@ class QueueAgeSource:
             MetricType.AVERAGE_VALUE if spec.metric is Metric.WORKERS else MetricType.VALUE
         )
         self.target = spec.metric_target
+        self.probes = [dep.probe for dep in spec.dependencies if dep.probe is not None]
+        self.reading: tuple[Headroom, float] | None = None
 
     def observe(self, obs: Observation) -> None:
+        if self.probes and (self.reading is None or obs.now - self.reading[1] >= PROBE_EVERY):
+            # the probe reads the simulated dependency on its own interval, as the server's does
+            self.reading = (Headroom(None, obs.dependency_slots, "simulated"), obs.now)
         if obs.now + 1e-9 < self.next_sample:
             return
         self.next_sample = obs.now + self.spec.sample_interval
@@ -102,7 +109,12 @@ class QueueAgeSource:
         if not self.history:
             return None, None
         signals = compute_signals(tuple(self.history), self.spec.rate_window, self.arrivals)
-        decision, self.state = decide(signals, self.spec, signals.observed_at, self.state)
+        figures = {}
+        if self.reading is not None:
+            reading, read_at = self.reading
+            figure = ProbeFigure("postgres", reading, obs.now - read_at)
+            figures = {name: figure for name in self.probes}
+        decision, self.state = decide(signals, self.spec, signals.observed_at, self.state, figures)
         return decision.metric_value, decision.active
 
 
