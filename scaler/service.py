@@ -292,7 +292,9 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             # same probe figures: decide, record and log once per sample
             return cached[2], cached[3]
         signals = compute_signals(history, spec.rate_window, sampler.arrivals)
-        decision, trigger.state = decide(signals, spec, signals.observed_at, trigger.state, figures)
+        decision, trigger.state = decide(
+            signals, spec, signals.observed_at, trigger.state, figures, history
+        )
         trigger.evaluation = (*seen, signals, decision)
         self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
         self._log_decision(key, trigger, signals, decision)

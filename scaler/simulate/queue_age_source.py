@@ -108,13 +108,16 @@ class QueueAgeSource:
     def read(self, obs: Observation) -> tuple[float | None, bool | None]:
         if not self.history:
             return None, None
-        signals = compute_signals(tuple(self.history), self.spec.rate_window, self.arrivals)
+        history = tuple(self.history)
+        signals = compute_signals(history, self.spec.rate_window, self.arrivals)
         figures = {}
         if self.reading is not None:
             reading, read_at = self.reading
             figure = ProbeFigure("postgres", reading, obs.now - read_at)
             figures = {name: figure for name in self.probes}
-        decision, self.state = decide(signals, self.spec, signals.observed_at, self.state, figures)
+        decision, self.state = decide(
+            signals, self.spec, signals.observed_at, self.state, figures, history
+        )
         return decision.metric_value, decision.active
 
 

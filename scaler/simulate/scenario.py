@@ -188,12 +188,18 @@ class Scenario:
 
     @property
     def knee(self) -> float | None:
-        """The workers at the knee: N* less the API's operations, over one worker's share (its
-        job slots, when every job uses the dependency); None without one."""
-        operations = self.dependency.knee_operations
-        if operations is None:
+        """The workers where the jobs' completions peak (every job on the dependency, each
+        worker's job slots busy), beside the API's A operations: M* = √((1 + σ(A − 1) +
+        κA(A − 1)) / κ) operations of the workers (N* = √((1 − σ)/κ) without an API), over
+        the job slots of one worker; None without kappa."""
+        dep = self.dependency
+        if dep.kappa <= 0:
             return None
-        return (operations - self.dependency.api_slots) / self.workers.concurrency
+        api = dep.api_slots
+        base = (
+            1 + dep.sigma * (api - 1) + dep.kappa * api * (api - 1) if api >= 1 else 1 - dep.sigma
+        )
+        return math.sqrt(max(base, 0.0) / dep.kappa) / self.workers.concurrency
 
     @property
     def mean_job_seconds(self) -> float:

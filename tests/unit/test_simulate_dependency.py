@@ -38,8 +38,12 @@ def test_other_sessions_change_the_slots_and_the_ceiling_over_time() -> None:
     dependency = scenario.dependency
     assert [dependency.ceiling_at(t) for t in (0, 119, 120, 599)] == [8, 8, 4, 4]
     assert dependency.knee_operations == pytest.approx(math.sqrt(0.95 / 0.01))
-    # in workers: N* less the API's 4 operations, over 2 job slots each
-    assert scenario.knee == pytest.approx((math.sqrt(95) - 4) / 2)
+    # in workers: where the jobs' completions peak beside the API's 4 operations, over 2 job
+    # slots each; checked against the curve itself
+    assert scenario.knee == pytest.approx(math.sqrt((1 + 0.05 * 3 + 0.01 * 12) / 0.01) / 2)
+    jobs = [m * usl_rate(m + 4, 20, 0.05, 0.01) for m in range(1, 17)]
+    assert scenario.knee is not None
+    assert jobs.index(max(jobs)) + 1 == round(scenario.knee * 2)
 
 
 @pytest.mark.parametrize(
