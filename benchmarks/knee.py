@@ -99,6 +99,8 @@ def slots_report(path: Path, scenario: Scenario) -> list[str]:
     document = yaml.safe_load(path.read_text())
     dependencies = str(document["trigger"]["dependencies"])
     typed_text = re.sub(r"probe:[A-Za-z0-9_.-]+\|", "", dependencies)
+    if typed_text == dependencies:
+        return [f"{scenario.name}: no probe:NAME|LIMIT fallback to compare as a typed limit"]
     document["trigger"]["dependencies"] = typed_text
     typed = parse_scenario(document)
     ours = simulate(scenario, ["queue-age-scaler"]).rows["queue-age-scaler"]

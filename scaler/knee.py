@@ -15,11 +15,13 @@ N keeps its seconds and completions, fading with :data:`HALF_LIFE` so a dependen
 is followed.
 
 The knee caps the ceiling only once the fit is *conclusive*: at least :data:`MIN_COUNTS` worker
-counts with :data:`MIN_SECONDS` each, a curve that bends down (c > 0, a > 0), and a peak inside
-what was seen (the pool ran past N*: a peak beyond the data is a guess, and no cap is needed
-where the throughput still rises). The cap moves only when a conclusive fit moves it by more than
+counts with :data:`MIN_SECONDS` each, a curve that bends down (c > 0, a > 0), and a peak well
+inside what was seen (the pool ran :data:`PAST_THE_PEAK` times N* or more: a peak beyond the data
+is a guess, and no cap is needed where the throughput still rises). The cap moves only when a conclusive fit moves it by more than
 :data:`HYSTERESIS` (and at least one worker), so the fleet does not oscillate around it; an
-inconclusive fit keeps the cap it had.
+inconclusive fit may only raise it, towards its peak and no higher than the most workers seen
+saturated (so a cap set early on noise gives way once the pool did better above it), and never
+lowers it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ MIN_COUNTS = 3
 HYSTERESIS = 0.1
 #: a sample counts as all slots busy when this share of them runs jobs
 BUSY_SHARE = 0.9
+#: a fit is conclusive once the pool ran this far past its peak (a peak at the edge of the data
+#: is as likely noise as a knee)
+PAST_THE_PEAK = 1.2
 #: the name of the knee's part of the ceiling, its source, and its metric label
 KNEE = "knee"
 
@@ -107,12 +112,25 @@ def learn(state: KneeState, history: Sequence[QueueSnapshot], concurrency: int) 
     now = history[-1].observed_at
     folded = tuple(sorted(counts.values(), key=lambda c: c.workers))
     fit = fit_curve(folded, now)
-    cap = state.cap
-    if fit is not None and conclusive(fit):
-        knee = max(1, math.floor(fit.workers + 1e-9))
-        if cap is None or abs(knee - cap) > max(1.0, HYSTERESIS * cap):
-            cap = knee
-    return replace(state, counts=folded, seen_until=max(now, seen or now), fit=fit, cap=cap)
+    return replace(
+        state, counts=folded, seen_until=max(now, seen or now), fit=fit, cap=_cap(state.cap, fit)
+    )
+
+
+def _cap(cap: int | None, fit: KneeFit | None) -> int | None:
+    """The cap a fit moves to, past the hysteresis: ``floor(N*)`` when conclusive; when not, it
+    may only rise, towards N*, and no higher than the most workers seen saturated (an early cap
+    set on noise is not kept once the pool was seen doing better above it)."""
+    if fit is None:
+        return cap
+    knee = max(1, math.floor(fit.workers + 1e-9))
+    if not conclusive(fit):
+        if cap is None:
+            return None
+        knee = max(cap, min(knee, fit.highest))
+    if cap is None or abs(knee - cap) > max(1.0, HYSTERESIS * cap):
+        return knee
+    return cap
 
 
 def _saturated(
@@ -188,8 +206,8 @@ def fit_curve(counts: Sequence[WorkerCount], now: float) -> KneeFit | None:
 
 
 def conclusive(fit: KneeFit) -> bool:
-    """Whether the pool ran past the fitted peak, so the knee is inside what was observed."""
-    return fit.highest > fit.workers
+    """Whether the pool ran well past the fitted peak, so the knee is inside what was seen."""
+    return fit.highest >= PAST_THE_PEAK * fit.workers
 
 
 def _solve_quadratic(

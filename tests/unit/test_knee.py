@@ -90,6 +90,9 @@ def test_the_cap_holds_within_its_hysteresis_and_on_an_inconclusive_fit() -> Non
     # a knee that moves by one worker (less than 10%) keeps the cap
     nudged = KneeState(counts=state.counts, seen_until=state.seen_until, cap=21)
     assert learn(nudged, history[-2:], concurrency=1).cap == 21
+    # a cap set early (on noise) rises once the pool did better above it, no higher than seen
+    early = KneeState(cap=10)
+    assert learn(early, run_at([(4, 30), (8, 30), (14, 30)]), concurrency=1).cap == 14
     # a fit that is no longer conclusive keeps the cap it had
     held = KneeState(counts=(), seen_until=None, cap=22)
     assert learn(held, run_at([(20, 30)]), concurrency=1).cap == 22
