@@ -12,7 +12,8 @@ What is learned from: each pair of consecutive samples where the same N workers 
 and busy while jobs waited (the depth above zero at both, and every job slot in flight where the
 format shows it): their completions per second is X(N) for that N, not the arrival rate. Each
 N keeps its seconds and completions, fading with :data:`HALF_LIFE` so a dependency that changes
-is followed.
+is followed. Each call learns the pairs of the history it is given (the samples of the
+trigger's ``rateWindow``) that are newer than what it learned before.
 
 The knee caps the ceiling only once the fit is *conclusive*: at least :data:`MIN_COUNTS` worker
 counts with :data:`MIN_SECONDS` each, a curve that bends down (c > 0, a > 0), and a peak well
