@@ -106,6 +106,12 @@ def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
             f"format {spec.source.format} does not report; use metric workers (the ceiling then applies "
             "directly), or drop maxWorkers/dependencies and set the ScaledObject's maxReplicaCount",
         )
+    if spec.learn_knee and any(dep.name == "knee" for dep in spec.dependencies):
+        raise InvalidMetadata(
+            "dependencies",
+            "'knee' names the learned knee's part of the ceiling with learnKnee; name the "
+            "dependency otherwise",
+        )
     if spec.learn_knee and not info.reports_consumers:
         raise InvalidMetadata(
             "learnKnee",
