@@ -37,6 +37,16 @@ def parse_capacity(reader: MetadataReader) -> tuple[float | None, int | None]:
     return throughput, concurrency
 
 
+def parse_learn_knee(reader: MetadataReader) -> bool:
+    """``learnKnee``: ``true`` caps the ceiling at the throughput knee learned from the pool."""
+    text = reader.get("learnKnee")
+    if text is None or text.strip().lower() == "false":
+        return False
+    if text.strip().lower() != "true":
+        raise reader.fail("learnKnee", "true or false")
+    return True
+
+
 def parse_dependencies(
     text: str | None, profiles: Mapping[str, Profile], namespace: str | None
 ) -> tuple[Dependency, ...]:

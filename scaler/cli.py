@@ -20,6 +20,7 @@ from scaler.bounds import (
     MIN_SAMPLE_INTERVAL,
     Bounds,
 )
+from scaler.ceilings.registry import MIN_PROBE_INTERVAL, REFRESH_INTERVAL
 from scaler.connections import load_profiles
 from scaler.durations import parse_duration
 from scaler.errors import CannotListen, ScalerError
@@ -73,6 +74,15 @@ def _duration(text: str) -> float:
         return parse_duration(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _probe_interval(text: str) -> float:
+    seconds = _duration(text)
+    if seconds < MIN_PROBE_INTERVAL:
+        raise argparse.ArgumentTypeError(
+            f"{text} is below {MIN_PROBE_INTERVAL:g}s (each reading opens a connection)"
+        )
+    return seconds
 
 
 def _tenant_options(*, open_urls_note: str) -> argparse.ArgumentParser:
@@ -199,6 +209,15 @@ def _parser() -> argparse.ArgumentParser:
             metavar="N",
             help=f"most {meaning} (default {default})",
         )
+    serve_cmd.add_argument(
+        "--probe-interval",
+        type=_probe_interval,
+        default=REFRESH_INTERVAL,
+        metavar="DURATION",
+        help=f"how often each dependency probe reads its dependency (default "
+        f"{REFRESH_INTERVAL:g}s, at least {MIN_PROBE_INTERVAL:g}s; docs/operating.md, Typed and "
+        "probed ceilings)",
+    )
     serve_cmd.add_argument(
         "--health-port",
         type=int,
@@ -327,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             min_sample_interval=bounds.min_sample_interval,
             max_rate_window=bounds.max_rate_window,
             max_history_samples=args.max_history_samples,
+            probe_interval=args.probe_interval,
         )
         try:
             asyncio.run(serve(config))

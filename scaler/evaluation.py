@@ -60,6 +60,8 @@ class Evaluator:
         if last is not None and last[0] == seen[0] and last[1] == seen[1]:
             return last[2]
         signals = compute_signals(history, spec.rate_window, arrivals)
-        decision, self.state = decide(signals, spec, signals.observed_at, self.state, figures)
+        decision, self.state = decide(
+            signals, spec, signals.observed_at, self.state, figures, history
+        )
         self._last = (*seen, Evaluation(signals, decision, fresh=False))
         return Evaluation(signals, decision)

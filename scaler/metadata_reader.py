@@ -25,7 +25,7 @@ VALUE_KEYS = frozenset(
         "keyPrefix", "timestampField", "timestampUnit", "oldestEnd", "targetAge",
         "targetDrainTime", "workerThroughput", "jobDuration", "workerConcurrency", "minWorkers",
         "maxWorkers", "dependencies", "metric", "activationAge", "activationDepth", "rateWindow",
-        "sampleInterval", "prioritySteps", "prioritySeparator",
+        "sampleInterval", "prioritySteps", "prioritySeparator", "learnKnee",
     }
 )  # fmt: skip
 _ALL_KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {k + FROM_ENV for k in VALUE_KEYS})

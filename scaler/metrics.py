@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 PREFIX = "queue_age_scaler"
 QUEUE_LABELS = ("broker", "queue", "format")
 TRIGGER_LABELS = ("namespace", "scaled_object", "queue", "metric")
+#: the figures of the learned throughput curve, the label of queue_age_scaler_knee
+KNEE_FIGURES = ("workers", "peak_per_second", "sigma", "kappa")
 PROBE_LABELS = ("dependency", "probe")
 #: label values come from trigger metadata, which anyone who may create a ScaledObject writes:
 #: longer ones are cut to this many characters
@@ -165,6 +167,13 @@ class Metrics:
             (*TRIGGER_LABELS, "dependency", "source"),
             registry=r,
         )
+        self.knee = Gauge(
+            f"{PREFIX}_knee",
+            "The throughput curve learned from the pool (learnKnee): workers where completions "
+            "peak, the peak in jobs/s, and USL's sigma and kappa",
+            (*TRIGGER_LABELS, "figure"),
+            registry=r,
+        )
         self._reasons: dict[tuple[str, ...], str] = {}
         self._ceiling_sources: dict[tuple[str, ...], str] = {}
         self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
@@ -230,6 +239,9 @@ class Metrics:
         ):
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)
+        for name in KNEE_FIGURES:
+            with contextlib.suppress(KeyError):
+                self.knee.remove(*labels, name)
         with self._lock:
             reason = self._reasons.pop(labels, None)
             if reason is not None:
@@ -281,6 +293,11 @@ class Metrics:
         self.decision.labels(*labels, reason).set(1)
         if decision.ceiling_parts is not None:
             self._record_ceiling(labels, decision.ceiling_parts)
+        fit = decision.knee.fit if decision.knee is not None else None
+        if fit is not None:
+            figures = (fit.workers, fit.peak, fit.sigma, fit.kappa)
+            for name, value in zip(KNEE_FIGURES, figures, strict=True):
+                self.knee.labels(*labels, name).set(value)
 
     def _record_ceiling(self, labels: tuple[str, ...], ceiling: Ceiling) -> None:
         """Each dependency's ceiling, under its current source only."""

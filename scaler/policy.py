@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from brokers.base import Precision
+from brokers.base import Precision, QueueSnapshot
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.limit import Ceiling, trigger_ceiling
+from scaler.knee import KneeState, learn, with_knee
 from scaler.signals import QueueSignals
 from scaler.trigger_spec import Metric, TriggerSpec
 
@@ -49,6 +50,8 @@ class PolicyState:
     #: the previous answer, and when it last stepped down while arrivals were a lower bound
     last_desired: int | None = None
     last_step_down: float | None = None
+    #: the throughput knee learned so far (``learnKnee``)
+    knee: KneeState | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,8 @@ class Decision:
     utilisation: float | None = None
     #: every limit behind ``ceiling`` (maxWorkers, each dependency: its figure and source)
     ceiling_parts: Ceiling | None = None
+    #: the throughput knee learned so far, with ``learnKnee``
+    knee: KneeState | None = None
 
     @property
     def reason_label(self) -> str:
@@ -109,16 +114,21 @@ def decide(
     now: float,
     state: PolicyState,
     probes: Mapping[str, ProbeFigure] | None = None,
+    history: Sequence[QueueSnapshot] = (),
 ) -> tuple[Decision, PolicyState]:
     """How many workers ``spec``'s queue needs now, and why. ``probes``: the figures of the
     dependency probes the spec names, by connection profile (none: every probed dependency
-    falls back, see :func:`scaler.ceilings.limit.dependency_ceiling`)."""
+    falls back, see :func:`scaler.ceilings.limit.dependency_ceiling`). ``history``: the samples
+    the signals come from, which the knee learns from (``learnKnee``)."""
     state = _learn(signals, spec, state)
     throughput = spec.worker_throughput or state.learned_throughput
     needed, reason = _needed(signals, spec, throughput)
     # the workers that run now: the broker's count, else the previous answer
     workers_now = signals.consumers if signals.consumers is not None else state.last_desired
     parts = trigger_ceiling(spec, probes or {}, workers_now)
+    if spec.learn_knee:
+        knee = learn(state.knee or KneeState(), history, spec.worker_concurrency or 1)
+        state, parts = replace(state, knee=knee), with_knee(parts, knee)
     ceiling, limiter = parts.workers, parts.limited_by
 
     desired = math.ceil(needed - 1e-9) if needed is not None else (signals.consumers or 0)
@@ -154,7 +164,8 @@ def decide(
         needed=needed,
         throughput=throughput,
         utilisation=utilisation(signals, spec),
-        ceiling_parts=parts if spec.dependencies else None,
+        ceiling_parts=parts if spec.dependencies or spec.learn_knee else None,
+        knee=state.knee,
     )
     return decision, state
 

@@ -117,6 +117,8 @@ def report(
     )
     if decision.ceiling_parts is not None:
         out["dependencies"] = _dependencies(spec, decision, figures or {})
+    if spec.learn_knee:
+        out["knee"] = _knee(decision)
     if decision.ceiling_unknown is not None:
         out["ceiling_unknown"] = decision.ceiling_unknown
     if decision.throughput is None and spec.worker_throughput is None:
@@ -124,6 +126,28 @@ def report(
             "per-worker throughput unknown: set workerThroughput, or jobDuration and workerConcurrency"
         )
     return out
+
+
+def _knee(decision: Decision) -> dict[str, Any]:
+    """The learned throughput curve: the cap, its fit, and the worker counts it was fitted to."""
+    knee = decision.knee
+    fit = knee.fit if knee is not None else None
+    return {
+        "cap": knee.cap if knee is not None else None,
+        "workers": _number(fit.workers) if fit else None,
+        "peak_per_second": _number(fit.peak) if fit else None,
+        "sigma": round(fit.sigma, 6) if fit else None,
+        "kappa": round(fit.kappa, 6) if fit else None,
+        "note": fit.describe() if fit else "no fit yet: too few saturated worker counts",
+        "observed": [
+            {
+                "workers": c.workers,
+                "seconds": _number(c.seconds),
+                "per_second": _number(c.completions / c.seconds),
+            }
+            for c in (knee.counts if knee is not None else ())
+        ],
+    }
 
 
 def _dependencies(
@@ -180,6 +204,8 @@ def _shown(value: Any) -> str:
         ceiling = "unknown" if value["ceiling"] is None else value["ceiling"]
         why = value.get("note") or f"{value['limit']:g}/{value['per_worker']:g}"
         return f"{value['name']}: {ceiling} workers, {value['source']} ({why})"
+    if isinstance(value, dict) and "cap" in value:  # the knee
+        return f"cap {'none yet' if value['cap'] is None else value['cap']} ({value['note']})"
     if isinstance(value, list):
         return "none" if not value else ", ".join(map(str, value))
     return str(value)

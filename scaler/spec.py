@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from brokers.registry import format_info
 from scaler.bounds import UNBOUNDED, Bounds
-from scaler.capacity_metadata import parse_capacity, parse_dependencies
+from scaler.capacity_metadata import parse_capacity, parse_dependencies, parse_learn_knee
 from scaler.errors import InvalidMetadata
 from scaler.metadata_reader import MetadataReader, resolve_keys
 from scaler.profiles import Profile, as_profiles
@@ -65,6 +65,7 @@ def parse_metadata(
         activation_depth=reader.integer("activationDepth", 0, minimum=0) or 0,
         rate_window=reader.duration("rateWindow", DEFAULT_RATE_WINDOW, positive=True),
         sample_interval=_parse_sample_interval(reader, bounds),
+        learn_knee=parse_learn_knee(reader),
     )
     _check_consistency(spec, values)
     bounds.check_rate_window(
@@ -104,6 +105,19 @@ def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
             f"metric {spec.metric.value} with a ceiling ({limiter}) needs the observed worker count, which "
             f"format {spec.source.format} does not report; use metric workers (the ceiling then applies "
             "directly), or drop maxWorkers/dependencies and set the ScaledObject's maxReplicaCount",
+        )
+    if spec.learn_knee and any(dep.name == "knee" for dep in spec.dependencies):
+        raise InvalidMetadata(
+            "dependencies",
+            "'knee' names the learned knee's part of the ceiling with learnKnee; name the "
+            "dependency otherwise",
+        )
+    if spec.learn_knee and not info.reports_consumers:
+        raise InvalidMetadata(
+            "learnKnee",
+            f"format {spec.source.format} does not report attached workers, so the throughput "
+            "knee cannot be learned; drop learnKnee, or type the limit found by measurement in "
+            "dependencies",
         )
     if (
         spec.metric is Metric.WORKERS

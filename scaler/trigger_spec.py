@@ -75,6 +75,8 @@ class TriggerSpec:
     activation_depth: int = 0
     rate_window: float = DEFAULT_RATE_WINDOW
     sample_interval: float = DEFAULT_SAMPLE_INTERVAL
+    #: cap the ceiling at the throughput knee learned from the pool (``learnKnee``)
+    learn_knee: bool = False
 
     @property
     def ceiling(self) -> tuple[int | None, str]:

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 KINDS = {
     "postgresql": "postgres",
     "postgres": "postgres",
+    "pgbouncer": "pgbouncer",
     "mysql": "mysql",
     "mariadb": "mysql",
     "redis": "redis",

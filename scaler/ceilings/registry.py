@@ -9,15 +9,17 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from scaler.ceilings import http, mysql, postgres, redis
+from scaler.ceilings import http, mysql, pgbouncer, postgres, redis
 from scaler.ceilings.headroom import Headroom, ProbeFailed, ProbeFigure
 from scaler.metrics import Metrics
 from scaler.trigger_spec import TriggerSpec
 
 log = logging.getLogger(__name__)
 
-#: how often a probe reads its dependency
+#: how often a probe reads its dependency (serve --probe-interval)
 REFRESH_INTERVAL = 15.0
+#: the shortest --probe-interval: each reading opens a connection to the dependency
+MIN_PROBE_INTERVAL = 1.0
 #: the longest one reading may take
 PROBE_TIMEOUT = 5.0
 #: a probe nobody asked about for this long stops
@@ -28,6 +30,7 @@ FIRST_READING_TIMEOUT = 1.0
 Reader = Callable[[str, float], Awaitable[Headroom]]
 READERS: Mapping[str, Reader] = {
     "postgres": postgres.read,
+    "pgbouncer": pgbouncer.read,
     "mysql": mysql.read,
     "redis": redis.read,
     "http": http.read,

@@ -33,6 +33,9 @@ class Observation:
     requeued: tuple[int, ...]
     #: enqueue time of each job by arrival number; only the first ``arrivals_total`` have come
     arrival_times: Sequence[float] = field(repr=False)
+    #: slots the workers may hold in all now (the dependency's less the API's and others'
+    #: sessions), as a PostgreSQL probe reads them; 0 without a dependency
+    dependency_slots: float = 0.0
 
 
 class Autoscaler(Protocol):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from scaler.simulate.policies import POLICY_NAMES
 from scaler.simulate.run import ScenarioRun, simulate
-from scaler.simulate.scenario import ScenarioError
+from scaler.simulate.scenario import Scenario, ScenarioError
 from scaler.simulate.scenario_file import load_scenario
 from scaler.simulate.scoreboard import KEYS, OURS, verdict
 
@@ -80,7 +80,7 @@ def render(result: ScenarioRun) -> str:
     width = max(len(name) for name in rows)
     lines = [
         f"{scenario.name}: {scenario.duration:g} s, SLO {scenario.target_age:g} s, "
-        f"ceiling {scenario.ceiling if scenario.ceiling is not None else 'none'}",
+        f"ceiling {_ceiling_text(scenario)}",
         " " * width + "  " + "  ".join(f"{h:>11}" for h in _HEADERS),
     ]
     for name, figures in rows.items():
@@ -90,3 +90,18 @@ def render(result: ScenarioRun) -> str:
         outcome = verdict(rows)
         lines.append(f"goal {'met' if outcome.met else 'missed'}: " + "; ".join(outcome.lines))
     return "\n".join(lines)
+
+
+def _ceiling_text(scenario: Scenario) -> str:
+    """``22``, or ``22, 12 from 300 s`` where another service's sessions change it, and the
+    knee of a USL curve (``knee 25.6``)."""
+    dependency = scenario.dependency
+    if scenario.ceiling is None:
+        return "none"
+    text = str(scenario.ceiling)
+    for step in dependency.others:
+        if step.at > 0:
+            text += f", {dependency.ceiling_at(step.at)} from {step.at:g} s"
+    if scenario.knee is not None:
+        text += f"; knee {scenario.knee:.1f} workers"
+    return text

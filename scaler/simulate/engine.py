@@ -4,9 +4,10 @@ Jobs wait in one FIFO queue and run on the free job slots of ready workers, the 
 first (as blocked consumers are served). Workers boot for ``bootSeconds`` before they take jobs;
 a worker that is scaled in stops taking jobs and finishes its running ones within the drain time,
 or is killed and its jobs run again (duplicates). Jobs that use the dependency hold one of its
-slots while they run; the API keeps ``apiShare`` of them busy. Over capacity every operation
-waits its turn: the slots are shared by all operations in line (processor sharing), so each one,
-jobs and the API's alike, takes ``demand / capacity`` times as long.
+slots while they run; the API keeps ``apiShare`` of them busy, another service's sessions hold
+some (``otherSessions``). Over the slots every operation waits its turn (processor sharing), so
+each one, jobs and the API's alike, takes ``demand / slots`` times as long; with a USL curve
+(``usl``) the running ones slow with contention too (``scaler.simulate.pods.usl_rate``).
 
 Job events (arrivals, completions) are exact; fleet changes and the autoscaler run on a control
 tick (1 s, or the trigger's ``sampleInterval`` if shorter). The hot loop keeps its state in
@@ -16,34 +17,15 @@ locals: it runs a few million times per scenario.
 from __future__ import annotations
 
 import collections
-import enum
 import heapq
 import math
 from collections.abc import Callable
 
 from scaler.simulate.autoscaler import Autoscaler, Observation
+from scaler.simulate.pods import Pod, PodState, usl_rate
 from scaler.simulate.run_result import RunResult, Series
 from scaler.simulate.scenario import Scenario
 from scaler.simulate.workload import Workload
-
-INF = math.inf
-
-
-class PodState(enum.IntEnum):
-    BOOTING = 0
-    READY = 1
-    DRAINING = 2
-    GONE = 3
-
-
-class Pod:
-    __slots__ = ("deadline", "jobs", "ready_at", "state")
-
-    def __init__(self, ready_at: float) -> None:
-        self.ready_at = ready_at
-        self.state = PodState.BOOTING
-        self.jobs: set[int] = set()
-        self.deadline = INF
 
 
 class Simulation:
@@ -71,9 +53,16 @@ class Simulation:
         self.job_pod: list[Pod | None] = [None] * jobs
         self.concurrency = scenario.workers.concurrency
         self.target = scenario.target_age
-        self.capacity = float(scenario.dependency.capacity)
-        self.api_slots = scenario.dependency.api_slots
-        self.api_op = scenario.dependency.api_operation_seconds
+        dependency = scenario.dependency
+        self.dependency = dependency
+        #: slots the jobs and the API may hold now (the capacity less others' sessions)
+        self.capacity = float(dependency.slots_at(0.0))
+        self.api_slots = dependency.api_slots
+        self.api_op = dependency.api_operation_seconds
+        # the speed of operations at a demand on a USL curve; None: flat past the slots
+        sigma, kappa = dependency.sigma, dependency.kappa
+        curve = lambda demand: usl_rate(demand, self.capacity, sigma, kappa)  # noqa: E731
+        self.curve: Callable[[float], float] | None = curve if dependency.curved else None
         ceiling = scenario.ceiling
         self.ceiling = ceiling if ceiling is not None else math.inf
         # the queue: jobs [qhead, na) in arrival order, behind the requeued ones
@@ -126,6 +115,8 @@ class Simulation:
             t = min(k * self.tick, self.scenario.duration)
             self._advance(t)
             self._account(t)
+            if self.dependency.others:
+                self._slots(t)
             self._fleet(t)
             desired = self.autoscaler.step(self._observe(t), self.replicas)
             if desired != self.replicas:
@@ -151,7 +142,7 @@ class Simulation:
             self.api_op,
             self.api_waits,
         )
-        push, pop, ready = heapq.heappush, heapq.heappop, PodState.READY
+        push, pop, ready, curve = heapq.heappush, heapq.heappop, PodState.READY, self.curve
         while True:
             while free_slots and (retry or qhead < na):
                 if retry:
@@ -182,7 +173,10 @@ class Simulation:
                     v_at = now
                     n_dep += 1
                     demand = n_dep + api
-                    new_rate = 1.0 if demand <= capacity else capacity / demand
+                    if curve is None:
+                        new_rate = 1.0 if demand <= capacity else capacity / demand
+                    else:
+                        new_rate = curve(demand)
                     if new_rate != rate:
                         if rate < 1.0:
                             key = round(api_op * (1 / rate - 1), 4)
@@ -227,7 +221,10 @@ class Simulation:
                 v_at = now
                 n_dep -= 1
                 demand = n_dep + api
-                new_rate = 1.0 if demand <= capacity else capacity / demand
+                if curve is None:
+                    new_rate = 1.0 if demand <= capacity else capacity / demand
+                else:
+                    new_rate = curve(demand)
                 if new_rate != rate:
                     if rate < 1.0:
                         key = round(api_op * (1 / rate - 1), 4)
@@ -319,10 +316,19 @@ class Simulation:
         self.v_at = t
         self.n_dep = count
         demand = count + self.api_slots
-        rate = 1.0 if demand <= self.capacity else self.capacity / demand
+        if self.curve is not None:
+            rate = self.curve(demand)
+        else:
+            rate = 1.0 if demand <= self.capacity else self.capacity / demand
         if rate != self.rate:
             self._close_rate(t)
             self.rate = rate
+
+    def _slots(self, t: float) -> None:
+        """Another service's sessions at ``t``: the slots left and the ceiling they allow."""
+        if (slots := float(self.dependency.slots_at(t))) != self.capacity:
+            self.capacity, self.ceiling = slots, self.dependency.ceiling_at(t) or 0
+            self._set_dependency_jobs(self.n_dep, t)
 
     def _close_rate(self, t: float) -> None:
         if self.rate < 1.0:
@@ -351,6 +357,7 @@ class Simulation:
             ready=counts[PodState.READY],
             draining=counts[PodState.DRAINING],
             cpu_ready=(self.cpu_m - draining_cpu) / 1000,
+            dependency_slots=self.capacity - self.api_slots,
             queue_head=self.qhead,
             requeued=tuple(self.retry),
             arrival_times=self.arr,

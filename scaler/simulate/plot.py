@@ -48,9 +48,20 @@ def write_figure(run: ScenarioRun, directory: Path) -> Path:
     age_ax.set_ylim(0, highest_age)
     age_ax.set_ylabel("oldest waiting job's age (s)")
     age_ax.set_title(f"{scenario.name}: oldest age (clipped at {highest_age:.0f} s)", loc="left")
-    if scenario.ceiling is not None:
+    dependency = scenario.dependency
+    if dependency.others:  # another service's sessions move the ceiling
+        times_s = run.results[names[0]].series.times
+        workers_ax.step(
+            [t / scale for t in times_s], [dependency.ceiling_at(t) for t in times_s],
+            where="post", color="red", linestyle="--", linewidth=1.5, label="ceiling",
+        )  # fmt: skip
+    elif scenario.ceiling is not None:
         workers_ax.axhline(
             scenario.ceiling, color="red", linestyle="--", linewidth=1.5, label="ceiling"
+        )
+    if scenario.knee is not None:
+        workers_ax.axhline(
+            scenario.knee, color="purple", linestyle=":", linewidth=1.5, label="knee (USL)"
         )
     workers_ax.set_ylabel("workers (ready + draining)")
     workers_ax.set_title("workers against the dependency's ceiling", loc="left")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from brokers import registry
 from brokers.memory import MemoryBroker, MemoryJob
+from scaler.ceilings.headroom import Headroom, ProbeFigure
+from scaler.ceilings.registry import REFRESH_INTERVAL as PROBE_EVERY
 from scaler.evaluation import Evaluator
 from scaler.sample_history import SampleHistory
 from scaler.simulate.autoscaler import Observation
@@ -40,8 +42,13 @@ class QueueAgeSource:
             MetricType.AVERAGE_VALUE if spec.metric is Metric.WORKERS else MetricType.VALUE
         )
         self.target = spec.metric_target
+        self.probes = [dep.probe for dep in spec.dependencies if dep.probe is not None]
+        self.reading: tuple[Headroom, float] | None = None
 
     def observe(self, obs: Observation) -> None:
+        if self.probes and (self.reading is None or obs.now - self.reading[1] >= PROBE_EVERY):
+            # the probe reads the simulated dependency on its own interval, as the server's does
+            self.reading = (Headroom(None, obs.dependency_slots, "simulated"), obs.now)
         if obs.now + 1e-9 < self.next_sample:
             return
         self.next_sample = obs.now + self.spec.sample_interval
@@ -69,5 +76,11 @@ class QueueAgeSource:
         if not self.history:
             return None, None
         history = self.history
-        decision = self.evaluator.evaluate(history.view, self.spec, history.arrivals).decision
+        figures: dict[str, ProbeFigure] = {}
+        if self.reading is not None:
+            reading, read_at = self.reading
+            figure = ProbeFigure("postgres", reading, obs.now - read_at)
+            figures = {name: figure for name in self.probes}
+        evaluation = self.evaluator.evaluate(history.view, self.spec, history.arrivals, figures)
+        decision = evaluation.decision
         return decision.metric_value, decision.active

@@ -77,9 +77,17 @@ class Workers:
 
 
 @dataclass(frozen=True, slots=True)
+class Sessions:
+    """From ``at`` on (until the next step), another service holds ``sessions`` slots."""
+
+    at: float
+    sessions: int
+
+
+@dataclass(frozen=True, slots=True)
 class Dependency:
     name: str = "dependency"
-    #: operations the dependency serves at once
+    #: operations the dependency serves at once (its slots, others' sessions included)
     capacity: int = 0
     #: slots one worker holds when all its job slots run jobs that use the dependency
     per_worker: float = 1.0
@@ -87,6 +95,12 @@ class Dependency:
     api_share: float = 0.0
     #: length of one API operation on an uncontended dependency
     api_operation_seconds: float = 0.05
+    #: the Universal Scalability Law's contention and coherency coefficients: N operations at
+    #: once complete X(N) = N / (1 + sigma (N - 1) + kappa N (N - 1)) times as fast as one
+    sigma: float = 0.0
+    kappa: float = 0.0
+    #: another service's sessions over time, holding slots the workers cannot use
+    others: tuple[Sessions, ...] = ()
 
     @property
     def api_slots(self) -> float:
@@ -95,9 +109,38 @@ class Dependency:
     @property
     def ceiling(self) -> int | None:
         """The most workers the dependency can serve beside the API; None without a dependency."""
+        return self.ceiling_at(0.0)
+
+    @property
+    def curved(self) -> bool:
+        """Whether throughput follows a USL curve (else: flat past the slots)."""
+        return bool(self.sigma or self.kappa)
+
+    def others_at(self, t: float) -> int:
+        held = 0
+        for step in self.others:
+            if step.at > t:
+                break
+            held = step.sessions
+        return held
+
+    def slots_at(self, t: float) -> int:
+        """Slots the workers and the API may hold at ``t``: the capacity less others' sessions."""
+        return max(0, self.capacity - self.others_at(t))
+
+    def ceiling_at(self, t: float) -> int | None:
+        """The most workers the dependency can serve at ``t``; None without a dependency."""
         if not self.capacity:
             return None
-        return math.floor((self.capacity - self.api_slots) / self.per_worker + 1e-9)
+        free = self.slots_at(t) - self.api_slots
+        return max(0, math.floor(free / self.per_worker + 1e-9))
+
+    @property
+    def knee_operations(self) -> float | None:
+        """N*, the operations at once where the USL throughput peaks; None without kappa."""
+        if self.kappa <= 0:
+            return None
+        return math.sqrt((1 - self.sigma) / self.kappa)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +185,21 @@ class Scenario:
     @property
     def ceiling(self) -> int | None:
         return self.dependency.ceiling
+
+    @property
+    def knee(self) -> float | None:
+        """The workers where the jobs' completions peak (every job on the dependency, each
+        worker's job slots busy), beside the API's A operations: M* = √((1 + σ(A − 1) +
+        κA(A − 1)) / κ) operations of the workers (N* = √((1 − σ)/κ) without an API), over
+        the job slots of one worker; None without kappa."""
+        dep = self.dependency
+        if dep.kappa <= 0:
+            return None
+        api = dep.api_slots
+        base = (
+            1 + dep.sigma * (api - 1) + dep.kappa * api * (api - 1) if api >= 1 else 1 - dep.sigma
+        )
+        return math.sqrt(max(base, 0.0) / dep.kappa) / self.workers.concurrency
 
     @property
     def mean_job_seconds(self) -> float:

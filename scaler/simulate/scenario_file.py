@@ -23,6 +23,7 @@ from scaler.simulate.scenario import (
     Scenario,
     ScenarioError,
     Segment,
+    Sessions,
     Workers,
 )
 from scaler.spec import parse_metadata
@@ -38,6 +39,10 @@ def load_scenario(path: Path) -> Scenario:
     return parse_scenario(document)
 
 
+#: the URL of the simulated dependency's probe profile (a PostgreSQL-like figure: the slots the
+#: workers may hold in all); nothing connects to it
+SIMULATED_PROBE = "postgresql://simulated/"
+
 _TOP_KEYS = frozenset(
     {
         "name", "description", "duration", "seed", "arrivals", "bursts", "jobs", "workers",
@@ -50,10 +55,15 @@ def parse_scenario(document: Mapping[str, Any]) -> Scenario:
     top = _Section(document, "")
     top.only(_TOP_KEYS)
     workers = _workers(top.section("workers"))
+    dependency = _dependency(top.section("dependency"), workers)
     trigger = top.section("trigger")
     metadata = {key: str(value) for key, value in trigger.values.items()}
+    # ``probe:NAME`` with the dependency's name reads the simulated dependency's live slots
+    profiles = (
+        {dependency.name: f"{SIMULATED_PROBE}{dependency.name}"} if dependency.capacity else {}
+    )
     try:
-        spec = parse_metadata(metadata)
+        spec = parse_metadata(metadata, profiles)
     except InvalidMetadata as error:
         raise ScenarioError(f"trigger.{error}") from None
     slo = top.section("slo")
@@ -67,7 +77,7 @@ def parse_scenario(document: Mapping[str, Any]) -> Scenario:
         bursts=_bursts(top),
         jobs=_jobs(top, workers),
         workers=workers,
-        dependency=_dependency(top.section("dependency"), workers),
+        dependency=dependency,
         keda=keda,
         hpa=_hpa(top.section("hpa")),
         target_age=slo.duration("targetAge", spec.target_age, positive=True),
@@ -224,16 +234,31 @@ def _workers(section: _Section) -> Workers:
 
 
 def _dependency(section: _Section, workers: Workers) -> Dependency:
-    section.only({"name", "capacity", "perWorker", "apiShare", "apiOperationSeconds"})
+    section.only(
+        {"name", "capacity", "perWorker", "apiShare", "apiOperationSeconds", "usl", "otherSessions"}
+    )
+    usl = section.section("usl")
+    usl.only({"sigma", "kappa"})
+    others = tuple(
+        Sessions(item.duration("at", None), item.integer("sessions", 0))
+        for item in section.items("otherSessions")
+    )
+    if any(b.at < a.at for a, b in itertools.pairwise(others)):
+        raise ScenarioError("dependency.otherSessions: expected the steps in time order")
     dependency = Dependency(
         name=section.text("name", "dependency"),
         capacity=section.integer("capacity", 0),
         per_worker=section.number("perWorker", float(workers.concurrency), low=1e-9),
         api_share=section.number("apiShare", 0.0, high=0.99),
         api_operation_seconds=section.duration("apiOperationSeconds", 0.05, positive=True),
+        sigma=usl.number("sigma", 0.0, high=0.99),
+        kappa=usl.number("kappa", 0.0, high=1.0),
+        others=others,
     )
     if dependency.capacity and (dependency.ceiling or 0) < 1:
         raise ScenarioError("dependency: capacity minus the API's share leaves no worker room")
+    if (dependency.curved or others) and not dependency.capacity:
+        raise ScenarioError("dependency: usl and otherSessions need a capacity")
     return dependency
 
 

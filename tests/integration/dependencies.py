@@ -8,9 +8,10 @@ import getpass
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,19 +171,36 @@ def private_mariadb(workdir: Path, port: int, max_connections: int) -> Iterator[
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                pymysql.connect(host=MARIADB_HOST, port=port, user="root").close()
-                break
-            except pymysql.MySQLError:
-                assert process.poll() is None, "the private mariadbd exited at start"
-                assert time.monotonic() < deadline, "the private mariadbd did not start in 30s"
-                time.sleep(0.1)
+        await_start(
+            "mariadbd",
+            process,
+            lambda: pymysql.connect(host=MARIADB_HOST, port=port, user="root").close(),
+            pymysql.MySQLError,
+        )
         yield port
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def await_start(
+    name: str,
+    process: subprocess.Popen[bytes],
+    connect: Callable[[], None],
+    refused: type[Exception],
+) -> None:
+    """Wait up to 30 s until ``connect`` succeeds; fail if the private server exits first."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            connect()
+            return
+        except refused:
+            if process.poll() is not None:
+                error = process.stderr.read().decode() if process.stderr else ""
+                pytest.fail(f"the private {name} exited at start {error}".strip())
+            assert time.monotonic() < deadline, f"the private {name} did not start in 30s"
+            time.sleep(0.1)
 
 
 async def reading_after(
@@ -197,3 +215,47 @@ async def reading_after(
             return figure, now - moment
         assert now - moment < within, f"no reading of {probe} within {within}s: {figure}"
         await asyncio.sleep(0.05)
+
+
+def private_pgbouncer(accounts: PostgresAccounts, port: int) -> Iterator[str]:
+    """A throwaway PgBouncer on ``port`` in front of the local PostgreSQL, pooling the accounts'
+    database (session pooling, pool_size 4, max_db_connections 6), the workers' role a stats
+    user of its admin console; yields its URL for the probe and leaves nothing running."""
+    binary = shutil.which("pgbouncer", path=os.environ.get("PATH", "") + ":/usr/sbin")
+    if binary is None:
+        pytest.fail("pgbouncer is not installed; scripts/services installs it (pgbouncer)")
+    host, _, pg_port = accounts.host.partition(":")
+    with tempfile.TemporaryDirectory(prefix="qas-pgbouncer-") as workdir:
+        folder = Path(workdir)
+        folder.chmod(0o755)  # read by the unprivileged user PgBouncer runs as under root
+        (folder / "users.txt").write_text(
+            "".join(f'"{role}" ""\n' for role in (accounts.workers, accounts.other))
+        )
+        (folder / "pgbouncer.ini").write_text(
+            f"[databases]\n{accounts.database} = host={host} port={pg_port or 5432} "
+            "pool_size=4 max_db_connections=6\n"
+            f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {folder / 'users.txt'}\n"
+            f"stats_users = {accounts.workers}\npool_mode = session\n"
+        )
+        as_user = ["-u", "postgres"] if os.geteuid() == 0 else []  # it refuses to run as root
+        process = subprocess.Popen(
+            [binary, *as_user, str(folder / "pgbouncer.ini")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        url = f"pgbouncer://{accounts.workers}@127.0.0.1:{port}/{accounts.database}"
+        try:
+            console = f"postgresql://{accounts.workers}@127.0.0.1:{port}/pgbouncer"
+            await_start(
+                "pgbouncer",
+                process,
+                lambda: psycopg.connect(console, autocommit=True, connect_timeout=2).close(),
+                psycopg.OperationalError,
+            )
+            yield url
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            if process.stderr is not None:
+                process.stderr.close()

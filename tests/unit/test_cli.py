@@ -62,3 +62,14 @@ def test_the_top_level_help_lists_every_command_in_plain_text(
         assert f"\n    {command} " in shown, shown
     assert "``" not in shown and ":class:" not in shown
     assert max(len(line) for line in shown.splitlines()) <= 80
+
+
+def test_serve_takes_the_probe_interval_as_a_duration(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = _parser()
+    assert parser.parse_args(["serve"]).probe_interval == 15.0
+    assert parser.parse_args(["serve", "--probe-interval", "1m"]).probe_interval == 60.0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--probe-interval", "500ms"])
+    assert "--probe-interval: 500ms is below 1s (each reading opens a connection)" in (
+        capsys.readouterr().err
+    )
