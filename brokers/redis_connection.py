@@ -25,7 +25,6 @@ import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
@@ -50,6 +49,7 @@ from brokers.errors import (
     NotTheBroker,
     QueueMisconfigured,
     ScalerError,
+    logged_detail,
 )
 from brokers.shared import SharedByKey
 
@@ -188,7 +188,7 @@ class RedisConnection:
     def _failure(self, error: Exception) -> ScalerError:
         """The project's error for a failed round trip (see the module's docstring)."""
         broker, queue = self._source.broker, self._source.queue
-        detail = self._detail(error)
+        detail = logged_detail(error, self._source.url)
         text = str(error)
         if isinstance(error, AuthenticationError | AuthorizationError | NoPermissionError) or (
             isinstance(error, ResponseError) and text.startswith(REFUSED_REPLIES)
@@ -210,12 +210,3 @@ class RedisConnection:
                 detail=detail,
             )
         return BrokerUnreachable(broker, queue, detail=detail)
-
-    def _detail(self, error: Exception) -> str:
-        """What went wrong, for the server's log: without the URL or the password."""
-        detail = f"{type(error).__name__}: {error}"
-        password = urlsplit(self._source.url).password
-        for secret in (self._source.url, password):
-            if secret:
-                detail = detail.replace(secret, "<hidden>")
-        return detail

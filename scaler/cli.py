@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from scaler import __version__, check, limits, logs
+from brokers import registry
+from scaler import __version__, check, formats_command, limits, logs
 from scaler.bounds import (
     DEFAULT_MAX_HISTORY_SAMPLES,
     DEFAULT_MAX_RATE_WINDOW,
@@ -22,7 +23,7 @@ from scaler.bounds import (
 )
 from scaler.connections import load_profiles
 from scaler.durations import parse_duration
-from scaler.errors import CannotListen, ScalerError
+from scaler.errors import CannotListen, InvalidPlugin, ScalerError
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
 from scaler.service import status_of
@@ -252,6 +253,7 @@ def _parser() -> argparse.ArgumentParser:
         "external triggers whose metadata has one of this scaler's keys",
     )
     simulate_command.add_parser(commands)
+    formats_command.add_parser(commands)
     return parser
 
 
@@ -301,6 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logs.configure(args.log_level, args.log_format)
+    try:
+        registry.formats()  # a broken format plugin stops every command here, named
+    except InvalidPlugin as error:
+        print(f"{args.command}: {error}", file=sys.stderr)
+        return 2
+    if args.command == "formats":
+        return formats_command.run(args)
     if args.command == "simulate":
         return simulate_command.run(args)
     try:
