@@ -18,6 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from brokers import registry
 from brokers.base import AdapterFactory
 from brokers.registry import open_adapter
 from scaler.bounds import (
@@ -99,7 +100,11 @@ class RunningServer:
 async def running_server(
     config: ServerConfig, open_adapter_: AdapterFactory = open_adapter
 ) -> AsyncIterator[RunningServer]:
-    """Serve until the block exits, then shut down gracefully within ``config.grace``."""
+    """Serve until the block exits, then shut down gracefully within ``config.grace``.
+
+    Raises :class:`~scaler.errors.InvalidPlugin` before anything starts if a format plugin
+    cannot be used."""
+    registry.formats()
     bounds = Bounds(config.min_sample_interval, config.max_rate_window, config.max_history_samples)
     profiles = as_profiles(config.profiles)
     metrics = Metrics(max_trigger_series=config.limits.max_trigger_series)
