@@ -10,6 +10,7 @@ import importlib.metadata
 from collections.abc import Iterable, Mapping
 
 from brokers.base import AdapterFactory, QueueAdapter, QueueSource
+from brokers.connections import Connections
 from brokers.errors import InvalidPlugin
 from brokers.format_api import BrokerInfo, FormatInfo
 from brokers.formats import FORMATS, NOT_APPLYING_HINTS
@@ -147,8 +148,8 @@ def applies_to(key: str) -> str | None:
     return None
 
 
-def open_adapter(source: QueueSource) -> QueueAdapter:
-    """An adapter for ``source``, importing its module on first use."""
+def open_adapter(source: QueueSource, connections: Connections) -> QueueAdapter:
+    """An adapter for ``source`` on ``connections``, importing its module on first use."""
     module_name, _, name = format_info(source.format).adapter.partition(":")
     factory: AdapterFactory = getattr(importlib.import_module(module_name), name)
-    return factory(source)
+    return factory(source, connections)

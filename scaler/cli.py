@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from brokers import registry
+from brokers.connections import MAX_CONNECTIONS_PER_BROKER
 from scaler import __version__, check, formats_command, limits, logs
 from scaler.bounds import (
     DEFAULT_MAX_HISTORY_SAMPLES,
@@ -192,6 +193,12 @@ def _parser() -> argparse.ArgumentParser:
         ("--max-queues-per-broker", limits.MAX_QUEUES_PER_BROKER, "queues sampled on one broker"),
         ("--max-streams", limits.MAX_STREAMS, "StreamIsActive streams open at once"),
         ("--max-trigger-series", limits.MAX_TRIGGER_SERIES, "triggers with metrics series"),
+        (
+            "--max-connections-per-broker",
+            MAX_CONNECTIONS_PER_BROKER,
+            "connections open to one broker (a Redis URL, a management API), shared by its "
+            "queues; a sample that finds them all busy waits for one",
+        ),
     ):
         bounds.add_argument(
             flag,
@@ -336,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             min_sample_interval=bounds.min_sample_interval,
             max_rate_window=bounds.max_rate_window,
             max_history_samples=args.max_history_samples,
+            max_connections_per_broker=args.max_connections_per_broker,
         )
         try:
             asyncio.run(serve(config))

@@ -16,6 +16,7 @@ import psycopg
 from psycopg import errors, sql
 
 from brokers.base import Precision, QueueSnapshot, QueueSource
+from brokers.connections import Connections
 from brokers.errors import (
     BrokerRefused,
     BrokerUnavailable,
@@ -40,11 +41,12 @@ _SAMPLE = sql.SQL(
 
 
 class TableAdapter:
-    """One pgtable queue, through a connection of its own (opened again after a failure)."""
+    """One pgtable queue, through a connection of its own (opened again after a failure): it
+    takes none of the server's shared ``connections``."""
 
     broker = "postgres"
 
-    def __init__(self, source: QueueSource) -> None:
+    def __init__(self, source: QueueSource, connections: Connections) -> None:
         self.queue = source.queue
         self._source = source
         schema = source.options_as(TableOptions).schema
