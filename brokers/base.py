@@ -11,7 +11,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from brokers.connections import Connections
 
 OptionsT = TypeVar("OptionsT")
 
@@ -116,5 +119,7 @@ class QueueAdapter(Protocol):
         ...
 
 
-#: how a format's adapter is made for a queue (``FormatInfo.adapter`` names one)
-AdapterFactory = Callable[[QueueSource], QueueAdapter]
+#: how a format's adapter is made for a queue (``FormatInfo.adapter`` names one), given the
+#: connections of the server that runs it (:class:`brokers.connections.Connections`), which it
+#: shares with the server's other adapters and releases in ``aclose``
+AdapterFactory = Callable[[QueueSource, "Connections"], QueueAdapter]

@@ -24,6 +24,8 @@ closed or foreign port from another, nor a missing file from an unreadable one
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 #: the sentence for a broker that gave no answer: refused, closed, reset, timed out, unknown host
 UNREACHABLE = (
     "the broker could not be reached or gave no answer (connection refused, closed, reset or "
@@ -40,6 +42,20 @@ REFUSED = (
 )
 #: the sentence for a TLS file (CA, certificate, key) that cannot be loaded, whatever the cause
 TLS_FILES = "a TLS file that the URL names cannot be loaded (the scaler's log has the cause)"
+
+
+def logged_detail(error: BaseException, url: str) -> str:
+    """What went wrong, for an error's ``detail`` (the server's log): the error's type and text,
+    with the URL and its password taken out."""
+    detail = f"{type(error).__name__}: {error}"
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    for secret in (url, password):
+        if secret:
+            detail = detail.replace(secret, "<hidden>")
+    return detail
 
 
 class ScalerError(Exception):
@@ -109,3 +125,9 @@ class BrokerUnreachable(BrokerUnavailable):
 
     def __init__(self, broker: str, queue: str, *, detail: str) -> None:
         super().__init__(broker, queue, UNREACHABLE, detail=detail)
+
+
+class InvalidPlugin(ScalerError):
+    """A format plugin (an entry point of ``queue_age_scaler.formats``) cannot be used: it does
+    not load, is not a format, or names a format, broker, scheme or key that is taken. Names the
+    plugin and its distribution; every command stops on it at start."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from brokers import registry
 from brokers.base import End, Precision, QueueSnapshot, QueueSource
+from brokers.connections import Connections
 from brokers.errors import BrokerUnreachable, QueueMisconfigured
 from brokers.list_marker import ListMarker
 
@@ -155,8 +156,9 @@ class MemoryBroker:
         else:
             self.answering.set()
 
-    def open(self, source: QueueSource) -> MemoryAdapter:
-        """An adapter for ``source``'s queue: the SamplerRegistry's adapter factory."""
+    def open(self, source: QueueSource, connections: Connections | None = None) -> MemoryAdapter:
+        """An adapter for ``source``'s queue: the SamplerRegistry's adapter factory (a memory
+        queue needs no connection: ``connections`` is taken and not used)."""
         adapter = MemoryAdapter(self, source)
         self.adapters.append(adapter)
         return adapter

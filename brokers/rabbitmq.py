@@ -51,6 +51,7 @@ from typing import Any
 
 from brokers import rabbitmq_amqp, rabbitmq_management
 from brokers.base import Precision, QueueSnapshot, QueueSource
+from brokers.connections import Connections
 from brokers.errors import (
     TLS_FILES,
     BrokerUnavailable,
@@ -78,7 +79,7 @@ class RabbitQueueAdapter:
 
     broker = "rabbitmq"
 
-    def __init__(self, source: QueueSource) -> None:
+    def __init__(self, source: QueueSource, connections: Connections) -> None:
         self.queue = source.queue
         self._source = source
         self._endpoint = parse_amqp_url(source.url)
@@ -86,19 +87,23 @@ class RabbitQueueAdapter:
             source.url, source.options_as(RabbitOptions).management_url
         )
         try:
-            self.stats = rabbitmq_management.acquire(self._management, self._endpoint.vhost)
+            self.stats = rabbitmq_management.acquire(
+                connections, self._management, self._endpoint.vhost
+            )
         except (OSError, ssl.SSLError) as exc:
             raise QueueMisconfigured(
                 f"{source.describe()}: {TLS_FILES}", detail=f"management API: {exc!r}"
             ) from None
-        self.connection = rabbitmq_amqp.CONNECTIONS.acquire(self._endpoint)
+        self._clients = rabbitmq_management.clients(connections)
+        self._amqp = rabbitmq_amqp.amqp_connections(connections)
+        self.connection = self._amqp.acquire(self._endpoint)
         self._used = 0.0  # start of the management reply used last
 
     async def aclose(self) -> None:
         # the management client first: it closes at once, while the AMQP connection's thread
         # may take seconds to end, and a sampler's stop may not wait that long
-        await rabbitmq_management.CLIENTS.release(self._management)
-        await rabbitmq_amqp.CONNECTIONS.release(self._endpoint)
+        await self._clients.release(self._management)
+        await self._amqp.release(self._endpoint)
 
     async def sample(self) -> QueueSnapshot:
         declared, reply = await asyncio.gather(

@@ -27,6 +27,7 @@ import pika
 import pika.exceptions
 from pika.adapters.utils.connection_workflow import AMQPConnectorException
 
+from brokers.connections import Connections
 from brokers.errors import TLS_FILES, BrokerRefused, QueueMisconfigured
 from brokers.rabbitmq_url import AmqpEndpoint
 from brokers.shared import SharedByKey
@@ -225,6 +226,7 @@ async def _close(connection: AmqpConnection) -> None:
     await connection.aclose()
 
 
-#: one connection per AMQP endpoint, shared by every adapter on it; the last release closes
-#: the connection and ends its thread
-CONNECTIONS: SharedByKey[AmqpEndpoint, AmqpConnection] = SharedByKey(AmqpConnection, _close)
+def amqp_connections(connections: Connections) -> SharedByKey[AmqpEndpoint, AmqpConnection]:
+    """The server's AMQP connections, one per endpoint, shared by every adapter on it; the last
+    release closes the connection and ends its thread."""
+    return connections.kind("amqp", AmqpConnection, _close)

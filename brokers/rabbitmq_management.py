@@ -35,6 +35,7 @@ from urllib.parse import quote
 
 import httpx
 
+from brokers.connections import Connections
 from brokers.rabbitmq_url import ManagementEndpoint
 from brokers.shared import SharedByKey
 
@@ -268,8 +269,10 @@ class _Client:
         return stats
 
 
-def _open(endpoint: ManagementEndpoint) -> _Client:
-    """Raises OSError or ssl.SSLError when a TLS file cannot be loaded."""
+def _open(endpoint: ManagementEndpoint, max_connections: int) -> _Client:
+    """A client of at most ``max_connections`` (the server's bound per broker).
+
+    Raises OSError or ssl.SSLError when a TLS file cannot be loaded."""
     verify = endpoint.tls.context() if endpoint.tls is not None else True
     return _Client(
         httpx.AsyncClient(
@@ -277,6 +280,7 @@ def _open(endpoint: ManagementEndpoint) -> _Client:
             auth=httpx.BasicAuth(endpoint.username, endpoint.password),
             verify=verify,
             timeout=TIMEOUT,
+            limits=httpx.Limits(max_connections=max_connections),
         )
     )
 
@@ -287,13 +291,16 @@ async def _close(client: _Client) -> None:
     await client.http.aclose()
 
 
-#: one HTTP client per management endpoint, shared by every adapter that uses it
-CLIENTS: SharedByKey[ManagementEndpoint, _Client] = SharedByKey(_open, _close)
+def clients(connections: Connections) -> SharedByKey[ManagementEndpoint, _Client]:
+    """The server's HTTP clients, one per management endpoint, shared by every adapter that
+    uses it."""
+    bound = connections.max_per_broker
+    return connections.kind("rabbitmq-management", lambda e: _open(e, bound), _close)
 
 
-def acquire(endpoint: ManagementEndpoint, vhost: str) -> VhostStats:
+def acquire(connections: Connections, endpoint: ManagementEndpoint, vhost: str) -> VhostStats:
     """The shared :class:`VhostStats` of ``vhost`` on ``endpoint``; release it with
-    ``CLIENTS.release(endpoint)``.
+    ``clients(connections).release(endpoint)``.
 
     Raises OSError or ssl.SSLError when a TLS file cannot be loaded."""
-    return CLIENTS.acquire(endpoint).stats(vhost)
+    return clients(connections).acquire(endpoint).stats(vhost)

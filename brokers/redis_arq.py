@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from brokers.base import Precision, QueueSnapshot, QueueSource
+from brokers.connections import Connections
 from brokers.redis_connection import Command, RedisConnection
 from brokers.redis_options import ListLayout
 from brokers.score_window import ScoreWindow
@@ -69,7 +70,7 @@ class ArqAdapter:
 
     broker = "redis"
 
-    def __init__(self, source: QueueSource) -> None:
+    def __init__(self, source: QueueSource, connections: Connections) -> None:
         self.queue = source.queue
         self._source = source
         key_prefix = source.options_as(ListLayout).key_prefix
@@ -77,7 +78,7 @@ class ArqAdapter:
         self._in_progress_prefix = f"{prefix}in-progress:".encode()
         self._window = ScoreWindow()
         self._batch = MIN_BATCH
-        self._redis = RedisConnection(source)
+        self._redis = RedisConnection(source, connections)
 
     async def sample(self) -> QueueSnapshot:
         now_ms = int(time.time() * 1000)

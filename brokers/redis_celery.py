@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from brokers.base import End, Precision, QueueSnapshot, QueueSource
+from brokers.connections import Connections
 from brokers.kombu_layout import (
     UNACKED,
     Binding,
@@ -92,7 +93,7 @@ class CeleryAdapter:
 
     broker = "redis"
 
-    def __init__(self, source: QueueSource) -> None:
+    def __init__(self, source: QueueSource, connections: Connections) -> None:
         self.queue = source.queue
         options = source.options_as(CeleryLayout)
         self._prefix = options.key_prefix
@@ -106,7 +107,7 @@ class CeleryAdapter:
         self._read_stamp = stamp_reader("celery", options.timestamp_field, options.timestamp_unit)
         #: the ``unacked`` entries read so far, by delivery tag (at most MAX_UNACKED_READ)
         self._deliveries: dict[bytes, Delivery | str | None] = {}
-        self._redis = RedisConnection(source)
+        self._redis = RedisConnection(source, connections)
 
     async def sample(self) -> QueueSnapshot:
         commands: list[Command] = [

@@ -25,7 +25,6 @@ import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
@@ -43,6 +42,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from brokers.base import QueueSource
+from brokers.connections import Connections
 from brokers.errors import (
     BrokerRefused,
     BrokerUnavailable,
@@ -50,13 +50,10 @@ from brokers.errors import (
     NotTheBroker,
     QueueMisconfigured,
     ScalerError,
+    logged_detail,
 )
 from brokers.shared import SharedByKey
 
-#: connections one server holds to one Redis (one URL) at most, shared by all its samplers; a
-#: sample that finds them all busy waits for one (redis-py's own pool refuses past 100, which
-#: failed samples when many samplers of one Redis woke together)
-MAX_CONNECTIONS = 16
 SOCKET_TIMEOUT = 2.0
 #: the type of key each command needs, for the message when a key has another type
 KEY_TYPES = {
@@ -92,10 +89,14 @@ _CODE_WORD = re.compile(r"[A-Z]{2,20}")
 Command = tuple[str, str | bytes, *tuple[str | bytes | int | float, ...]]
 
 
-def _open_client(url: str) -> Redis:
+def _open_client(url: str, max_connections: int) -> Redis:
+    """A client of its own pool, of at most ``max_connections`` (the server's bound per broker)
+    shared by all its samplers on ``url``; a sample that finds them all busy waits for one
+    (redis-py's own pool refuses past 100, which failed samples when many samplers of one Redis
+    woke together)."""
     pool = BlockingConnectionPool.from_url(
         url,
-        max_connections=MAX_CONNECTIONS,
+        max_connections=max_connections,
         timeout=SOCKET_TIMEOUT,  # the longest a sample waits for one of them
         socket_connect_timeout=SOCKET_TIMEOUT,
         socket_timeout=SOCKET_TIMEOUT,
@@ -108,10 +109,6 @@ def _open_client(url: str) -> Redis:
 
 async def _close_client(client: Redis) -> None:
     await client.aclose()
-
-
-#: one client per URL, shared by every adapter on that URL
-CLIENTS: SharedByKey[str, Redis] = SharedByKey(_open_client, _close_client)
 
 
 def _by_hash(command: Command) -> Command:
@@ -127,16 +124,21 @@ def _script_hash(script: str) -> str:
 
 
 class RedisConnection:
-    """One adapter's use of the shared client for its URL."""
+    """One adapter's use of the server's client for its URL (one per URL, shared by every
+    adapter on that URL)."""
 
-    def __init__(self, source: QueueSource) -> None:
+    def __init__(self, source: QueueSource, connections: Connections) -> None:
         self._source = source
-        self._client: Redis | None = CLIENTS.acquire(source.url)
+        bound = connections.max_per_broker
+        self._clients: SharedByKey[str, Redis] = connections.kind(
+            "redis", lambda url: _open_client(url, bound), _close_client
+        )
+        self._client: Redis | None = self._clients.acquire(source.url)
 
     async def aclose(self) -> None:
         if self._client is not None:
             self._client = None
-            await CLIENTS.release(self._source.url)
+            await self._clients.release(self._source.url)
 
     async def execute(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
         """Run ``commands`` in one round trip (MULTI/EXEC when ``transaction``).
@@ -188,7 +190,7 @@ class RedisConnection:
     def _failure(self, error: Exception) -> ScalerError:
         """The project's error for a failed round trip (see the module's docstring)."""
         broker, queue = self._source.broker, self._source.queue
-        detail = self._detail(error)
+        detail = logged_detail(error, self._source.url)
         text = str(error)
         if isinstance(error, AuthenticationError | AuthorizationError | NoPermissionError) or (
             isinstance(error, ResponseError) and text.startswith(REFUSED_REPLIES)
@@ -210,12 +212,3 @@ class RedisConnection:
                 detail=detail,
             )
         return BrokerUnreachable(broker, queue, detail=detail)
-
-    def _detail(self, error: Exception) -> str:
-        """What went wrong, for the server's log: without the URL or the password."""
-        detail = f"{type(error).__name__}: {error}"
-        password = urlsplit(self._source.url).password
-        for secret in (self._source.url, password):
-            if secret:
-                detail = detail.replace(secret, "<hidden>")
-        return detail

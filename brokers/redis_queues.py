@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from brokers.base import End, Precision, QueueSnapshot, QueueSource
+from brokers.connections import Connections
 from brokers.list_ends import Element, ListEnds
 from brokers.payloads import MAX_PAYLOAD_BYTES, TOO_LARGE, Stamp, checked_at, stamp_reader
 from brokers.redis_connection import Command, RedisConnection
@@ -145,7 +146,7 @@ class RedisQueueAdapter:
 
     broker = "redis"
 
-    def __init__(self, source: QueueSource) -> None:
+    def __init__(self, source: QueueSource, connections: Connections) -> None:
         self.queue = source.queue
         self._source = source
         self._layout = layout_for(source)
@@ -156,7 +157,7 @@ class RedisQueueAdapter:
         self._ends = ListEnds(self._layout.list_key, self._layout.oldest_end)
         #: the hash of the oldest element last read, and its time without a clock check
         self._oldest: tuple[bytes, Stamp] | None = None
-        self._redis = RedisConnection(source)
+        self._redis = RedisConnection(source, connections)
 
     async def sample(self) -> QueueSnapshot:
         layout = self._layout

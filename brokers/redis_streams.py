@@ -54,6 +54,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from brokers.base import Precision, QueueSnapshot, QueueSource
+from brokers.connections import Connections
 from brokers.errors import QueueMisconfigured
 from brokers.redis_connection import RedisConnection
 from brokers.redis_options import StreamGroup
@@ -114,12 +115,12 @@ class StreamAdapter:
 
     broker = "redis"
 
-    def __init__(self, source: QueueSource) -> None:
+    def __init__(self, source: QueueSource, connections: Connections) -> None:
         self.queue = source.queue
         self._source = source
         self._group = source.options_as(StreamGroup).consumer_group
         self._previous_sample: float | None = None
-        self._redis = RedisConnection(source)
+        self._redis = RedisConnection(source, connections)
 
     async def sample(self) -> QueueSnapshot:
         (reply,) = await self._redis.execute(

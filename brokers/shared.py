@@ -57,3 +57,9 @@ class SharedByKey(Generic[K, V]):
     def __len__(self) -> int:
         """How many keys have a value open."""
         return len(self._entries)
+
+    async def aclose(self) -> None:
+        """Close every value still open, whoever holds a share of it."""
+        entries, self._entries = self._entries, {}
+        for entry in entries.values():
+            await self._close(entry.value)

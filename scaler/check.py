@@ -35,7 +35,7 @@ from scaler.bounds import SERVE_BOUNDS, Bounds
 from scaler.check_findings import Finding, Report, Rules, Where
 from scaler.check_keda_rules import keda_rules, metric_type_rules, yaml_scalar
 from scaler.check_offline_parse import parse_offline
-from scaler.metadata_reader import FROM_ENV, VALUE_KEYS
+from scaler.metadata_reader import FROM_ENV, value_keys
 from scaler.profiles import Profile
 from scaler.url_policy import OPEN_URLS, UrlPolicy
 
@@ -153,7 +153,7 @@ def _describe(resource: Mapping[str, Any]) -> str:
 
 
 def _our_key(key: str) -> bool:
-    return key.removesuffix(FROM_ENV) in VALUE_KEYS
+    return key.removesuffix(FROM_ENV) in value_keys()
 
 
 def _ours(trigger: object, scaler_addresses: Sequence[str]) -> bool:

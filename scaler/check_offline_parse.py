@@ -10,7 +10,7 @@ from brokers import registry
 from brokers.format_api import BrokerInfo
 from scaler.check_findings import Finding, Where
 from scaler.errors import InvalidMetadata, PermissionDenied
-from scaler.metadata_reader import FROM_ENV, VALUE_KEYS
+from scaler.metadata_reader import FROM_ENV, value_keys
 from scaler.profiles import Profile
 from scaler.spec import parse_metadata
 
@@ -37,7 +37,7 @@ def parse_offline(
     from_env = {key.removesuffix(FROM_ENV) for key in values if key.endswith(FROM_ENV)}
     for key in sorted(from_env):
         value = values.pop(key + FROM_ENV)
-        if key not in VALUE_KEYS or key in values:
+        if key not in value_keys() or key in values:
             values[key + FROM_ENV] = value  # the parser names the problem
         elif key == "url":
             values[key] = placeholder

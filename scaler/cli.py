@@ -12,7 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from scaler import __version__, check, limits, logs
+from brokers import registry
+from brokers.connections import MAX_CONNECTIONS_PER_BROKER
+from scaler import __version__, check, formats_command, limits, logs
 from scaler.bounds import (
     DEFAULT_MAX_HISTORY_SAMPLES,
     DEFAULT_MAX_RATE_WINDOW,
@@ -23,7 +25,7 @@ from scaler.bounds import (
 from scaler.ceilings.registry import MIN_PROBE_INTERVAL, REFRESH_INTERVAL
 from scaler.connections import load_profiles
 from scaler.durations import parse_duration
-from scaler.errors import CannotListen, ScalerError
+from scaler.errors import CannotListen, InvalidPlugin, ScalerError
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
 from scaler.service import status_of
@@ -201,6 +203,12 @@ def _parser() -> argparse.ArgumentParser:
         ("--max-queues-per-broker", limits.MAX_QUEUES_PER_BROKER, "queues sampled on one broker"),
         ("--max-streams", limits.MAX_STREAMS, "StreamIsActive streams open at once"),
         ("--max-trigger-series", limits.MAX_TRIGGER_SERIES, "triggers with metrics series"),
+        (
+            "--max-connections-per-broker",
+            MAX_CONNECTIONS_PER_BROKER,
+            "connections open to one broker (a Redis URL, a management API), shared by its "
+            "queues; a sample that finds them all busy waits for one",
+        ),
     ):
         bounds.add_argument(
             flag,
@@ -271,6 +279,7 @@ def _parser() -> argparse.ArgumentParser:
         "external triggers whose metadata has one of this scaler's keys",
     )
     simulate_command.add_parser(commands)
+    formats_command.add_parser(commands)
     return parser
 
 
@@ -320,6 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logs.configure(args.log_level, args.log_format)
+    try:
+        registry.formats()  # a broken format plugin stops every command here, named
+    except InvalidPlugin as error:
+        print(f"{args.command}: {error}", file=sys.stderr)
+        return 2
+    if args.command == "formats":
+        return formats_command.run(args)
     if args.command == "simulate":
         return simulate_command.run(args)
     try:
@@ -347,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             max_rate_window=bounds.max_rate_window,
             max_history_samples=args.max_history_samples,
             probe_interval=args.probe_interval,
+            max_connections_per_broker=args.max_connections_per_broker,
         )
         try:
             asyncio.run(serve(config))

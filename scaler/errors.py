@@ -11,6 +11,7 @@
     ├── ResourceExhausted    a server limit is reached (queues, streams) -> RESOURCE_EXHAUSTED
     ├── InvalidTlsFiles      the server's TLS files cannot be served (at start: exit)
     ├── InvalidProfile       a connection profile cannot be read (at start: exit)
+    ├── InvalidPlugin        a format plugin cannot be used (at start: exit)
     ├── CannotListen         a port of the server cannot be bound (at start: exit)
     └── Unavailable          no fresh figures to answer from -> UNAVAILABLE
         ├── BrokerUnavailable   the broker did not answer
@@ -37,6 +38,7 @@ from brokers.errors import (
     BrokerUnavailable,
     BrokerUnreachable,
     InvalidMetadata,
+    InvalidPlugin,
     NotTheBroker,
     QueueMisconfigured,
     ScalerError,
@@ -53,6 +55,7 @@ __all__ = [
     "BrokerUnreachable",
     "CannotListen",
     "InvalidMetadata",
+    "InvalidPlugin",
     "InvalidProfile",
     "InvalidTlsFiles",
     "NotTheBroker",

@@ -7,10 +7,13 @@ URL's) and what was expected.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+from brokers import registry
+from brokers.formats import FORMATS
 from scaler.durations import parse_duration
 from scaler.errors import InvalidMetadata
 
@@ -19,16 +22,22 @@ KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl"})
 #: the suffix KEDA resolves from the scale target's environment
 FROM_ENV = "FromEnv"
 
-VALUE_KEYS = frozenset(
-    {
-        "broker", "connection", "url", "managementUrl", "queue", "format", "consumerGroup",
-        "keyPrefix", "timestampField", "timestampUnit", "oldestEnd", "targetAge",
-        "targetDrainTime", "workerThroughput", "jobDuration", "workerConcurrency", "minWorkers",
-        "maxWorkers", "dependencies", "metric", "activationAge", "activationDepth", "rateWindow",
-        "sampleInterval", "prioritySteps", "prioritySeparator", "learnKnee",
-    }
-)  # fmt: skip
-_ALL_KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {k + FROM_ENV for k in VALUE_KEYS})
+#: the keys of the built-in formats' triggers (:func:`value_keys` adds the plugins' keys)
+VALUE_KEYS = registry.CORE_KEYS | {key for info in FORMATS.values() for key in info.layout_keys}
+
+
+@functools.cache
+def value_keys() -> frozenset[str]:
+    """The keys a trigger may set: those every format reads and each format's layout keys
+    (the plugins' too)."""
+    return registry.CORE_KEYS | frozenset(registry.layout_keys())
+
+
+@functools.cache
+def _all_keys() -> list[str]:
+    return sorted(value_keys() | KEDA_KEYS | {k + FROM_ENV for k in value_keys()})
+
+
 T = TypeVar("T")
 
 
@@ -39,12 +48,12 @@ def resolve_keys(metadata: Mapping[str, str]) -> dict[str, str]:
         if key in KEDA_KEYS:
             continue
         base = key.removesuffix(FROM_ENV) if key.endswith(FROM_ENV) else key
-        if base not in VALUE_KEYS:
-            close = difflib.get_close_matches(key, _ALL_KEYS, n=1, cutoff=0.6)
+        if base not in value_keys():
+            close = difflib.get_close_matches(key, _all_keys(), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise InvalidMetadata(
                 key,
-                f"unknown key (value {shown_value(key, value)}){hint} Valid keys: {', '.join(sorted(VALUE_KEYS))}",
+                f"unknown key (value {shown_value(key, value)}){hint} Valid keys: {', '.join(sorted(value_keys()))}",
             )
         if base in values:
             raise InvalidMetadata(

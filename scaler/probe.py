@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from brokers.connections import Connections
 from brokers.registry import open_adapter
 from scaler.bounds import UNBOUNDED, Bounds
 from scaler.ceilings.headroom import ProbeFigure
@@ -41,7 +42,8 @@ async def probe(
     """
     spec = parse_metadata(metadata, profiles, namespace=namespace, urls=urls, bounds=bounds)
     metrics = Metrics()
-    samplers = SamplerRegistry(open_adapter, metrics)
+    connections = Connections()  # probe's own, closed when it is done
+    samplers = SamplerRegistry(open_adapter, metrics, connections=connections)
     probes = ProbeRegistry(metrics)
     try:
         sampler = samplers.get(spec)
@@ -52,6 +54,7 @@ async def probe(
     finally:
         await samplers.aclose()
         await probes.aclose()
+        await connections.aclose()
     evaluator = Evaluator()
     for end in range(2, len(history)):  # replay, so learned throughput is what a server has
         evaluator.evaluate(history[:end], spec)

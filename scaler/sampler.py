@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from brokers.base import AdapterFactory, QueueAdapter, QueueSnapshot
+from brokers.connections import Connections
 from scaler.errors import (
     BrokerUnreachable,
     QueueMisconfigured,
@@ -272,7 +273,11 @@ class Sampler:
 
 
 class SamplerRegistry:
-    """Starts one sampler per distinct queue source and forgets it when it stops."""
+    """Starts one sampler per distinct queue source and forgets it when it stops.
+
+    Its adapters are opened on ``connections``, which whoever made them (the server, ``probe``)
+    closes after the registry; without them, the registry makes its own and closes them in
+    :meth:`aclose`."""
 
     def __init__(
         self,
@@ -284,10 +289,13 @@ class SamplerRegistry:
         max_history: int = MAX_HISTORY,
         report_every: float = REPORT_EVERY,
         limits: Limits | None = None,
+        connections: Connections | None = None,
     ) -> None:
         if max_history < 2:
             raise ValueError(f"max_history must be at least 2 snapshots, not {max_history}")
         self._open_adapter = open_adapter
+        self._owns_connections = connections is None
+        self.connections = Connections() if connections is None else connections
         self._metrics = metrics
         self._idle_after = idle_after
         #: a trigger not asked about for this long (or 3 of its intervals) no longer sets the pace
@@ -312,7 +320,7 @@ class SamplerRegistry:
             self._check_room(spec.source)
             sampler = Sampler(
                 spec.source,
-                self._open_adapter(spec.source),
+                self._open_adapter(spec.source, self.connections),
                 self._metrics,
                 Demand(spec.sample_interval, spec.rate_window),
                 idle_after=self._idle_after,
@@ -355,6 +363,8 @@ class SamplerRegistry:
         self._closed = True
         samplers = list(self._samplers.values())
         ended = await asyncio.gather(*(s.aclose(timeout) for s in samplers))
+        if self._owns_connections:
+            await self.connections.aclose()
         if not all(ended):
             log.warning(
                 "%d of %d samplers did not stop within %gs", ended.count(False), len(ended), timeout

@@ -18,7 +18,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from brokers import registry
 from brokers.base import AdapterFactory
+from brokers.connections import MAX_CONNECTIONS_PER_BROKER, Connections
 from brokers.registry import open_adapter
 from scaler.bounds import (
     DEFAULT_MAX_HISTORY_SAMPLES,
@@ -52,6 +54,8 @@ STOP_MARGIN = 0.5
 #: a process still running this long after the grace exits anyway, with EXIT_STUCK
 FORCE_EXIT_AFTER_GRACE = 1.5
 EXIT_STUCK = 1
+#: seconds the server waits, after the samplers stopped, for connections they left open to close
+CLOSE_LEFTOVERS = 1.0
 #: gRPC sets SO_REUSEPORT by default, so a second server on a port in use would start and split
 #: KEDA's calls with the first: off, a taken port is an error
 GRPC_OPTIONS = (("grpc.so_reuseport", 0),)
@@ -83,6 +87,9 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     #: how often each dependency probe reads its dependency
     probe_interval: float = REFRESH_INTERVAL
+    #: connections to one broker (one Redis URL, one management endpoint) at most, shared by
+    #: every sampler there (serve --max-connections-per-broker)
+    max_connections_per_broker: int = MAX_CONNECTIONS_PER_BROKER
 
 
 @dataclass
@@ -99,16 +106,23 @@ class RunningServer:
 async def running_server(
     config: ServerConfig, open_adapter_: AdapterFactory = open_adapter
 ) -> AsyncIterator[RunningServer]:
-    """Serve until the block exits, then shut down gracefully within ``config.grace``."""
+    """Serve until the block exits, then shut down gracefully within ``config.grace``.
+
+    Raises :class:`~scaler.errors.InvalidPlugin` before anything starts if a format plugin
+    cannot be used."""
+    registry.formats()
     bounds = Bounds(config.min_sample_interval, config.max_rate_window, config.max_history_samples)
     profiles = as_profiles(config.profiles)
     metrics = Metrics(max_trigger_series=config.limits.max_trigger_series)
+    # the server's own connections: passed to every adapter, closed when the server stops
+    connections = Connections(max_per_broker=config.max_connections_per_broker)
     samplers = SamplerRegistry(
         open_adapter_,
         metrics,
         idle_after=config.idle_after,
         limits=config.limits,
         max_history=config.max_history_samples,
+        connections=connections,
     )
     probes = ProbeRegistry(metrics, interval=config.probe_interval, idle_after=config.idle_after)
     service = ExternalScalerService(
@@ -146,6 +160,7 @@ async def running_server(
         for unstarted in (server, health_server):
             if unstarted is not None:
                 await unstarted.stop(None)
+        await connections.aclose()
         raise
     await server.start()
     if health_server is not None:
@@ -167,6 +182,9 @@ async def running_server(
             probes,
             http_server,
         )
+        # what a close cut short left open (nothing, after a clean stop): bounded, as the rest
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(connections.aclose(), CLOSE_LEFTOVERS)
 
 
 async def _shut_down(

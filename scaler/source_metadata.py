@@ -95,8 +95,8 @@ def _broker(reader: MetadataReader, url: str, origin: UrlOrigin) -> str:
 
 
 def _known_schemes() -> str:
-    """``redis://, rediss:// or unix:// (or amqp://, amqps://)``: the first broker's schemes,
-    then the others'."""
+    """The URL schemes a trigger may use: the first broker's (``a://, b:// or c://``), then
+    the others' in parentheses."""
     first, *others = registry.brokers().values()
     *most, last = [f"{scheme}://" for scheme in first.schemes]
     shown = f"{', '.join(most)} or {last}" if most else last
@@ -105,7 +105,7 @@ def _known_schemes() -> str:
 
 
 def _applies(key: str) -> str:
-    """Where a layout key that does not apply to a format does: ``list``'s keys, celery's own."""
+    """Where a layout key that does not apply to a format does, as the format registry says."""
     name = registry.applies_to(key)
     return "" if name is None else f" (it applies to format {name})"
 

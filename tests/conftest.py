@@ -11,6 +11,7 @@ import grpc
 import pytest
 import redis
 
+from brokers.connections import Connections
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.server import RunningServer, ServerConfig, running_server
 
@@ -57,6 +58,14 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+@pytest.fixture
+async def connections() -> AsyncIterator[Connections]:
+    """The broker connections a test's adapters share, closed after the test."""
+    held = Connections()
+    yield held
+    await held.aclose()
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import grpc
 import pytest
 import redis
 
+from brokers.connections import Connections
 from brokers.formats import End
 from brokers.redis_options import ListLayout
 from brokers.redis_queues import RedisQueueAdapter
@@ -244,13 +245,15 @@ async def test_a_refused_amqp_login_is_told_as_refused_by_the_broker(
     ],
     ids=["tls file", "unix socket"],
 )  # fmt: skip
-async def test_a_missing_file_and_an_unreadable_one_are_told_alike(urls: list[str]) -> None:
+async def test_a_missing_file_and_an_unreadable_one_are_told_alike(
+    connections: Connections, urls: list[str]
+) -> None:
     """What a trigger names on the scaler's filesystem, it cannot learn about from the answer."""
     told: set[str] = set()
     logged: list[str] = []
     for url in urls:
         source = QueueSource("redis", url, "files", "sidekiq", ListLayout("", End.TAIL))
-        adapter = RedisQueueAdapter(source)
+        adapter = RedisQueueAdapter(source, connections)
         try:
             with pytest.raises(BrokerUnreachable) as caught:
                 await adapter.sample()

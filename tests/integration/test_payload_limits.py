@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 
 from brokers import list_ends
 from brokers.base import Precision, QueueAdapter
+from brokers.connections import Connections
 from brokers.payloads import MAX_PAYLOAD_BYTES, TOO_DEEP, TOO_LARGE
 from brokers.registry import open_adapter
 from scaler.generated import externalscaler_pb2 as pb
@@ -73,11 +74,13 @@ async def test_a_job_nested_100000_deep_leaves_the_queue_answering_from_the_arri
 
 
 @pytest.fixture
-async def private_queue(own_redis: RedisProcess) -> AsyncIterator[tuple[redis.Redis, QueueAdapter]]:
+async def private_queue(
+    connections: Connections, own_redis: RedisProcess
+) -> AsyncIterator[tuple[redis.Redis, QueueAdapter]]:
     """A Sidekiq queue on a Redis of this test's own, so that its traffic counters are ours."""
     client = redis.Redis(port=own_redis.port)
     metadata = {"url": own_redis.url, "queue": "big", "format": "sidekiq", "workerThroughput": "1"}
-    adapter = open_adapter(parse_metadata(metadata).source)
+    adapter = open_adapter(parse_metadata(metadata).source, connections)
     yield client, adapter
     await adapter.aclose()
     client.close()
@@ -187,11 +190,12 @@ async def test_an_oversize_end_is_read_again_every_remeasure_every_samples(
 
 
 async def test_celery_unacked_entries_are_fetched_once_and_an_oversize_one_never(
+    connections: Connections,
     own_redis: RedisProcess,
 ) -> None:
     client = redis.Redis(port=own_redis.port)
     metadata = {"url": own_redis.url, "queue": "work", "format": "celery", "workerThroughput": "1"}
-    adapter = open_adapter(parse_metadata(metadata).source)
+    adapter = open_adapter(parse_metadata(metadata).source, connections)
     size = 500_000
 
     def entry(body: int) -> str:  # kombu's [message, exchange, routing_key]

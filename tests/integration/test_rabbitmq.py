@@ -17,6 +17,7 @@ import pytest
 from celery import Celery
 
 from brokers.base import Precision, QueueSnapshot
+from brokers.connections import Connections
 from brokers.rabbitmq import RabbitQueueAdapter
 from brokers.registry import open_adapter
 from scaler.errors import UNREACHABLE, BrokerUnavailable, QueueMisconfigured
@@ -192,14 +193,14 @@ async def management_ready(queue: str, count: int) -> None:
 
 @pytest.mark.timeout(120)
 async def test_a_quorum_queue_whose_leader_is_silent_or_gone_never_reads_as_empty(
-    rabbitmq_url: str, helper: Rabbit
+    connections: Connections, rabbitmq_url: str, helper: Rabbit
 ) -> None:
     """RabbitMQ answers a passive declare of a quorum queue with 0/0 when its leader does not
     answer within 250 ms or there is none: the adapter must not pass that off as an empty queue."""
     queue = helper.declare(unique("quorum-leader"), quorum=True)
     helper.publish(queue, 5)
     await management_ready(queue, 5)
-    adapter = open_adapter(spec_for(rabbitmq_url, queue).source)
+    adapter = open_adapter(spec_for(rabbitmq_url, queue).source, connections)
     try:
         snapshot = await adapter.sample()
         assert (snapshot.depth, snapshot.warnings) == (5, ())
@@ -235,12 +236,12 @@ async def test_a_quorum_queue_whose_leader_is_silent_or_gone_never_reads_as_empt
 
 
 async def test_missing_queue_names_vhost_and_queue_and_the_channel_recovers(
-    rabbitmq_url: str, helper: Rabbit
+    connections: Connections, rabbitmq_url: str, helper: Rabbit
 ) -> None:
     present = helper.declare(unique("present"))
     missing = unique("missing")
-    absent = open_adapter(spec_for(rabbitmq_url, missing).source)
-    there = open_adapter(spec_for(rabbitmq_url, present).source)
+    absent = open_adapter(spec_for(rabbitmq_url, missing).source, connections)
+    there = open_adapter(spec_for(rabbitmq_url, present).source, connections)
     try:
         with pytest.raises(QueueMisconfigured) as caught:
             await absent.sample()
@@ -259,10 +260,10 @@ async def test_missing_queue_names_vhost_and_queue_and_the_channel_recovers(
 
 
 async def test_queues_of_one_vhost_share_one_request_per_round_and_one_connection(
-    rabbitmq_url: str, helper: Rabbit
+    connections: Connections, rabbitmq_url: str, helper: Rabbit
 ) -> None:
     queues = [helper.declare(unique(f"shared{i}")) for i in range(3)]
-    adapters = [open_adapter(spec_for(rabbitmq_url, q).source) for q in queues]
+    adapters = [open_adapter(spec_for(rabbitmq_url, q).source, connections) for q in queues]
     try:
         assert all(isinstance(a, RabbitQueueAdapter) for a in adapters)
         rabbits = [a for a in adapters if isinstance(a, RabbitQueueAdapter)]
@@ -277,7 +278,7 @@ async def test_queues_of_one_vhost_share_one_request_per_round_and_one_connectio
             await adapter.aclose()
 
 
-async def test_a_vhost_named_in_the_url(rabbitmq_url: str) -> None:
+async def test_a_vhost_named_in_the_url(connections: Connections, rabbitmq_url: str) -> None:
     vhost = unique("vhost")
     api = httpx.Client(base_url="http://127.0.0.1:15672", auth=("guest", "guest"), timeout=10)
     api.put(f"/api/vhosts/{vhost}").raise_for_status()
@@ -289,12 +290,14 @@ async def test_a_vhost_named_in_the_url(rabbitmq_url: str) -> None:
         with rabbit(url) as helper:
             queue = helper.declare(unique("in-vhost"))
             helper.publish(queue, 2)
-            adapter = open_adapter(spec_for(url, queue).source)
+            adapter = open_adapter(spec_for(url, queue).source, connections)
             try:
                 assert (await adapter.sample()).depth == 2
             finally:
                 await adapter.aclose()
-        missing = open_adapter(spec_for(rabbitmq_url.rsplit("/", 1)[0] + "/nope", "q").source)
+        missing = open_adapter(
+            spec_for(rabbitmq_url.rsplit("/", 1)[0] + "/nope", "q").source, connections
+        )
         try:
             with pytest.raises(QueueMisconfigured) as caught:
                 await missing.sample()
@@ -307,13 +310,16 @@ async def test_a_vhost_named_in_the_url(rabbitmq_url: str) -> None:
 
 
 async def test_amqp_down_falls_back_to_the_management_figures_and_both_down_is_unavailable(
+    connections: Connections,
     helper: Rabbit,
 ) -> None:
     queue = helper.declare(unique("amqp-down"))
     helper.publish(queue, 5)
     closed = free_port()  # nothing listens there: AMQP is "down"
     url = f"amqp://guest:guest@127.0.0.1:{closed}/%2F"
-    adapter = open_adapter(spec_for(url, queue, managementUrl="http://127.0.0.1:15672").source)
+    adapter = open_adapter(
+        spec_for(url, queue, managementUrl="http://127.0.0.1:15672").source, connections
+    )
     try:
         for _ in range(int(STATS_DELAY * 2)):  # unavailable until the broker shows the figures,
             try:  # which lag the queue by a statistics interval or two, each table on its own
@@ -329,7 +335,8 @@ async def test_amqp_down_falls_back_to_the_management_figures_and_both_down_is_u
     assert (snapshot.depth, snapshot.in_flight, snapshot.consumers) == (5, 0, 0)
 
     down = open_adapter(
-        spec_for(url, queue, managementUrl=f"http://guest:guest@127.0.0.1:{closed}").source
+        spec_for(url, queue, managementUrl=f"http://guest:guest@127.0.0.1:{closed}").source,
+        connections,
     )
     try:
         with pytest.raises(BrokerUnavailable) as caught:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from brokers.connections import Connections
 from brokers.registry import open_adapter
 from scaler.errors import UNREACHABLE, BrokerUnavailable
 from tests.certs import Authority
@@ -86,7 +87,7 @@ async def tls_proxy(target: int, files: dict[str, Path]) -> AsyncIterator[int]:
 
 
 async def test_amqps_and_https_with_a_ca_and_a_client_certificate(
-    helper: Rabbit, rabbitmq_url: str, files: dict[str, Path]
+    connections: Connections, helper: Rabbit, rabbitmq_url: str, files: dict[str, Path]
 ) -> None:
     queue = helper.declare(unique("tls"))
     helper.publish(queue, 4)
@@ -94,7 +95,9 @@ async def test_amqps_and_https_with_a_ca_and_a_client_certificate(
         tls = f"cacertfile={files['ca']}&certfile={files['client_cert']}&keyfile={files['client_key']}"
         url = f"amqps://guest:{PASSWORD}@localhost:{amqps}/%2F?{tls}"
         # no user and no TLS options of its own: the AMQP URL's credentials and TLS files
-        adapter = open_adapter(spec_for_profile(url, queue, f"https://localhost:{https}").source)
+        adapter = open_adapter(
+            spec_for_profile(url, queue, f"https://localhost:{https}").source, connections
+        )
         try:
             for _ in range(30):  # until the broker shows the new queue's figures
                 snapshot = await adapter.sample()
@@ -107,13 +110,15 @@ async def test_amqps_and_https_with_a_ca_and_a_client_certificate(
 
 
 async def test_a_server_certificate_from_another_ca_is_refused(
-    helper: Rabbit, files: dict[str, Path]
+    connections: Connections, helper: Rabbit, files: dict[str, Path]
 ) -> None:
     queue = helper.declare(unique("tls-refused"))
     async with tls_proxy(5672, files) as amqps, tls_proxy(15672, files) as https:
         tls = f"cacertfile={files['other_ca']}&certfile={files['client_cert']}&keyfile={files['client_key']}"
         url = f"amqps://guest:{PASSWORD}@localhost:{amqps}/%2F?{tls}"
-        adapter = open_adapter(spec_for_profile(url, queue, f"https://localhost:{https}").source)
+        adapter = open_adapter(
+            spec_for_profile(url, queue, f"https://localhost:{https}").source, connections
+        )
         try:
             with pytest.raises(BrokerUnavailable) as caught:
                 await adapter.sample()

@@ -22,6 +22,7 @@ from arq.worker import Worker, func
 from redis.asyncio import ConnectionPool
 
 from brokers.base import Precision, QueueSnapshot
+from brokers.connections import Connections
 from brokers.redis_arq import MIN_BATCH, ArqAdapter
 from brokers.registry import open_adapter
 from brokers.score_window import SETTLE_MS
@@ -46,9 +47,11 @@ def queue(token: str) -> str:
 
 
 @pytest.fixture
-async def adapter(redis_url: str, queue: str) -> AsyncIterator[ArqAdapter]:
+async def adapter(
+    connections: Connections, redis_url: str, queue: str
+) -> AsyncIterator[ArqAdapter]:
     metadata = {"url": redis_url, "queue": queue, "format": "arq", "workerThroughput": "1"}
-    opened = open_adapter(parse_metadata(metadata).source)
+    opened = open_adapter(parse_metadata(metadata).source, connections)
     assert isinstance(opened, ArqAdapter)
     yield opened
     await opened.aclose()

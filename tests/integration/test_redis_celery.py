@@ -24,6 +24,7 @@ from celery.signals import before_task_publish
 from kombu.entity import Exchange, Queue
 
 from brokers.base import Precision, QueueAdapter, QueueSnapshot
+from brokers.connections import Connections
 from brokers.redis_celery import MAX_UNACKED_READ, UNACKED_UNREADABLE
 from brokers.registry import open_adapter
 from scaler.spec import parse_metadata
@@ -74,13 +75,17 @@ def consumer(celery_app: Callable[..., Any]) -> Iterator[OpenConsumer]:
 
 
 @pytest.fixture
-async def open_queue(redis_url: str) -> AsyncIterator[Callable[..., QueueAdapter]]:
+async def open_queue(
+    connections: Connections, redis_url: str
+) -> AsyncIterator[Callable[..., QueueAdapter]]:
     """Opens adapters the way the scaler does (trigger metadata -> source -> registry)."""
     adapters: list[QueueAdapter] = []
 
     def open_(queue: str, **layout: str) -> QueueAdapter:
         metadata = {"url": redis_url, "queue": queue, "format": "celery", **layout}
-        adapter = open_adapter(parse_metadata({**metadata, "workerThroughput": "1"}).source)
+        adapter = open_adapter(
+            parse_metadata({**metadata, "workerThroughput": "1"}).source, connections
+        )
         adapters.append(adapter)
         return adapter
 

@@ -28,6 +28,7 @@ from bullmq import Worker as BullWorker
 from dramatiq.brokers.redis import RedisBroker
 
 from brokers.base import Precision, QueueAdapter, QueueSnapshot
+from brokers.connections import Connections
 from brokers.registry import open_adapter
 from scaler.errors import UNREACHABLE, BrokerUnavailable, QueueMisconfigured
 from scaler.spec import parse_metadata
@@ -74,14 +75,14 @@ OpenQueue = Callable[..., QueueAdapter]
 
 
 @pytest.fixture
-async def open_queue(redis_url: str) -> AsyncIterator[OpenQueue]:
+async def open_queue(connections: Connections, redis_url: str) -> AsyncIterator[OpenQueue]:
     """Opens adapters the way the scaler does (trigger metadata -> source -> registry)."""
     adapters: list[QueueAdapter] = []
 
     def open_(format_name: str, queue: str, url: str = redis_url, **layout: str) -> QueueAdapter:
         # a whole trigger, as the server parses it; only its source is used
         metadata = {"url": url, "queue": queue, "format": format_name, "workerThroughput": "1"}
-        adapter = open_adapter(parse_metadata(metadata | layout).source)
+        adapter = open_adapter(parse_metadata(metadata | layout).source, connections)
         adapters.append(adapter)
         return adapter
 

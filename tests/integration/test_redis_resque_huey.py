@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from huey import RedisHuey
 
 from brokers.base import Precision, QueueAdapter, QueueSnapshot
+from brokers.connections import Connections
 from brokers.registry import open_adapter
 from scaler.spec import parse_metadata
 from tests.integration.steady import Steady, assert_counts_match, sample_steady_traffic
@@ -39,13 +40,17 @@ def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
-async def open_queue(redis_url: str) -> AsyncIterator[Callable[..., QueueAdapter]]:
+async def open_queue(
+    connections: Connections, redis_url: str
+) -> AsyncIterator[Callable[..., QueueAdapter]]:
     """Opens adapters the way the scaler does (trigger metadata -> source -> registry)."""
     adapters: list[QueueAdapter] = []
 
     def open_(format_name: str, queue: str, **layout: str) -> QueueAdapter:
         metadata = {"url": redis_url, "queue": queue, "format": format_name, **layout}
-        adapter = open_adapter(parse_metadata({**metadata, "workerThroughput": "1"}).source)
+        adapter = open_adapter(
+            parse_metadata({**metadata, "workerThroughput": "1"}).source, connections
+        )
         adapters.append(adapter)
         return adapter
 

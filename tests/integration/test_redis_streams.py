@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 
 from brokers import redis_streams
 from brokers.base import Precision, QueueAdapter, QueueSnapshot
+from brokers.connections import Connections
 from brokers.registry import open_adapter
 from scaler.errors import QueueMisconfigured
 from scaler.spec import parse_metadata
@@ -45,7 +46,7 @@ OpenStream = Callable[..., QueueAdapter]
 
 
 @pytest.fixture
-async def open_stream(redis_url: str) -> AsyncIterator[OpenStream]:
+async def open_stream(connections: Connections, redis_url: str) -> AsyncIterator[OpenStream]:
     """Opens adapters the way the scaler does (trigger metadata -> source -> registry)."""
     adapters: list[QueueAdapter] = []
 
@@ -57,7 +58,7 @@ async def open_stream(redis_url: str) -> AsyncIterator[OpenStream]:
             "consumerGroup": group,
             "workerThroughput": "1",
         }
-        adapter = open_adapter(parse_metadata(metadata).source)
+        adapter = open_adapter(parse_metadata(metadata).source, connections)
         adapters.append(adapter)
         return adapter
 

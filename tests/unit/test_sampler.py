@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from brokers.base import QueueSnapshot
+from brokers.connections import Connections
 from brokers.formats import End
 from brokers.redis_options import ListLayout
 from scaler.errors import BrokerUnavailable, SampleStale, Unavailable
@@ -36,7 +37,7 @@ class FakeQueue:
 
     broker = "fake"
 
-    def __init__(self, src: QueueSource) -> None:
+    def __init__(self, src: QueueSource, connections: Connections | None = None) -> None:
         self.queue = src.queue
         self.samples: list[float] = []  # monotonic start of each sample
         self.error: Exception | None = None
@@ -60,7 +61,7 @@ class Adapters:
     def __init__(self) -> None:
         self.by_queue: dict[str, FakeQueue] = {}
 
-    def __call__(self, src: QueueSource) -> FakeQueue:
+    def __call__(self, src: QueueSource, connections: Connections) -> FakeQueue:
         adapter = self.by_queue[src.queue] = FakeQueue(src)
         return adapter
 
@@ -174,7 +175,7 @@ async def test_a_source_failing_from_the_start_is_answered_after_its_first_try(
     adapters: Adapters,
 ) -> None:
     class Refused(FakeQueue):
-        def __init__(self, src: QueueSource) -> None:
+        def __init__(self, src: QueueSource, connections: Connections) -> None:
             super().__init__(src)
             self.error = BrokerUnavailable("fake", src.queue, "connection refused")
 

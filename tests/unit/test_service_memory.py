@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 from brokers.base import AdapterFactory
+from brokers.connections import Connections
 from brokers.memory import MemoryAdapter, MemoryBroker
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
@@ -222,8 +223,8 @@ async def test_a_hanging_broker_is_answered_with_its_error_and_delays_no_other_q
     hanging.hang()
     push(healthy, 1, age=5.0, queue="fast")
 
-    def open_adapter(src: QueueSource) -> MemoryAdapter:
-        return (hanging if src.queue == "slow" else healthy).open(src)
+    def open_adapter(src: QueueSource, connections: Connections) -> MemoryAdapter:
+        return (hanging if src.queue == "slow" else healthy).open(src, connections)
 
     async with serving(open_adapter, first_sample_timeout=0.3) as scaler:
         slow, fast = ref("slow"), ref("fast")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from brokers.connections import MAX_CONNECTIONS_PER_BROKER, Connections
 from brokers.shared import SharedByKey
 
 
@@ -52,3 +55,34 @@ def test_a_value_is_shared_on_its_own_loop_only() -> None:
     first = asyncio.run(use())
     second = asyncio.run(use())
     assert (first, second) == ("client 1 of a", "client 2 of a")
+
+
+async def test_a_servers_connections_are_its_own_and_close_with_it() -> None:
+    """Two holders (two servers in one process) share nothing; closing one closes what its
+    adapters left open, and its kinds open with the holder's bound."""
+    closed: list[str] = []
+
+    async def close(value: str) -> None:
+        closed.append(value)
+
+    first, second = Connections(max_per_broker=3), Connections()
+    one: SharedByKey[str, str] = first.kind(
+        "redis", lambda url: f"{url} x{first.max_per_broker}", close
+    )
+    other: SharedByKey[str, str] = second.kind(
+        "redis", lambda url: f"{url} x{second.max_per_broker}", close
+    )
+    assert first.kind("redis", lambda url: "another opener", close) is one
+    assert one.acquire("redis://a") == "redis://a x3"
+    assert other.acquire("redis://a") == f"redis://a x{MAX_CONNECTIONS_PER_BROKER}"
+    assert (len(first), len(second)) == (1, 1)
+
+    await first.aclose()  # a share never released: closed with the server all the same
+    assert (closed, len(first), len(second)) == (["redis://a x3"], 0, 1)
+    await other.release("redis://a")
+    assert closed == ["redis://a x3", "redis://a x16"]
+
+
+def test_the_bound_per_broker_is_at_least_one() -> None:
+    with pytest.raises(ValueError, match="max_per_broker is 0; expected at least 1"):
+        Connections(max_per_broker=0)
