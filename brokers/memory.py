@@ -134,8 +134,7 @@ class Health(enum.Enum):
 class MemoryBroker:
     """Queues by name, one health for the whole broker, and the adapters opened on it."""
 
-    def __init__(self, name: str = "redis", *, clock: Callable[[], float] = time.time) -> None:
-        self.name = name
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self.queues: dict[str, MemoryQueue] = {}
         self.health = Health.UP

@@ -24,7 +24,7 @@ class QueueAgeSource:
                 "trigger.format: arq (a sorted set) is not simulated; use rq or list"
             )
         self.spec = spec
-        broker = MemoryBroker(source.broker)
+        broker = MemoryBroker()
         self.queue = broker.queue(source.queue)
         self.adapter = broker.open(source)
         self.history = SampleHistory()
