@@ -165,7 +165,9 @@ def list_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
     options = source.options
     field = options.timestamp_field if isinstance(options, ListLayout | CeleryLayout) else None
     timed = info.name in TIMESTAMPED or field is not None
-    return SnapshotModel("list-marker", "payload" if timed else "", info.oldest_end.opposite)
+    # the format's oldest end, or a list's oldestEnd
+    oldest = options.oldest_end if isinstance(options, ListLayout) else info.oldest_end
+    return SnapshotModel("list-marker", "payload" if timed else "", oldest.opposite)
 
 
 def stream_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:

@@ -29,7 +29,7 @@ class QueueAgeSource:
                 f"simulated; use one of {', '.join(simulated)}"
             )
         self.spec = spec
-        broker = MemoryBroker(source.broker)
+        broker = MemoryBroker()
         self.queue = broker.queue(source.queue)
         self.adapter = broker.open(source)
         self.history = SampleHistory()
@@ -63,10 +63,10 @@ class QueueAgeSource:
         """Bring the memory queue to the simulated one: the new jobs join the push end, the
         jobs taken since the last sample leave the oldest end, the requeued go back in front."""
         queue, times = self.queue, obs.arrival_times
-        for job in range(queue.arrivals_total, obs.arrivals_total):
-            queue.push(str(job).encode(), times[job])
+        first, end = queue.arrivals_total, obs.arrivals_total
+        queue.push_all([b"%d" % job for job in range(first, end)], times[first:end])
         queue.take(self._requeued + obs.queue_head - self._head)
-        queue.requeue(MemoryJob(str(job).encode(), times[job]) for job in obs.requeued)
+        queue.requeue(MemoryJob(b"%d" % job, times[job]) for job in obs.requeued)
         self._requeued, self._head = len(obs.requeued), obs.queue_head
         queue.in_flight = obs.in_flight
         queue.consumers = obs.ready + obs.draining

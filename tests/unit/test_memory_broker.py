@@ -98,8 +98,8 @@ def test_requeued_jobs_wait_at_the_oldest_end() -> None:
     broker = MemoryBroker()
     fill(broker, 3)
     queue = broker.queue("orders")
-    taken = queue.take(2)
-    queue.requeue(taken)
+    assert queue.take(2) == 2
+    queue.requeue([MemoryJob(b"job-0", 100.0), MemoryJob(b"job-1", 101.0)])
     assert queue.in_flight == 0
     assert queue.oldest == MemoryJob(b"job-0", 100.0)
     assert queue.from_push_end(b"job-0", 10) == 2
