@@ -53,8 +53,12 @@ FORMATS: dict[str, FormatInfo] = {
         FormatInfo("sidekiq", "redis", "", End.TAIL, False, False, _PREFIX_ONLY, _LISTS),
         # RQ: RPUSH rq:queue:<name> of ids, BLPOP; oldest at 0; rq:job:<id> enqueued_at (ISO UTC)
         FormatInfo("rq", "redis", "rq", End.HEAD, True, True, _PREFIX_ONLY, _LISTS),
-        # BullMQ: LPUSH bull:<q>:wait, RPOPLPUSH to :active; oldest at -1; bull:<q>:<id> timestamp (ms)
-        FormatInfo("bullmq", "redis", "bull", End.TAIL, False, True, _PREFIX_ONLY, _LISTS),
+        # BullMQ: wait list, prioritized and delayed sets, active list, meta, id counter, events
+        # stream, workers in CLIENT LIST (brokers/redis_bullmq.py)
+        FormatInfo(
+            "bullmq", "redis", "bull", End.TAIL, True, True, _PREFIX_ONLY,
+            "brokers.redis_bullmq:BullMQAdapter",
+        ),
         # Dramatiq: RPUSH dramatiq:<q>, LPOP; oldest at 0; dramatiq:<q>.msgs message_timestamp (ms)
         FormatInfo("dramatiq", "redis", "dramatiq", End.HEAD, False, False, _PREFIX_ONLY, _LISTS),
         # Celery (kombu's Redis transport): LPUSH <q> and the priority lists <q><sep><step>

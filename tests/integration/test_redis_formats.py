@@ -23,8 +23,6 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 import rq
-from bullmq import Queue as BullQueue
-from bullmq import Worker as BullWorker
 from dramatiq.brokers.redis import RedisBroker
 
 from brokers.base import Precision, QueueAdapter, QueueSnapshot
@@ -300,116 +298,6 @@ async def test_dramatiq_message_not_json(
     assert snapshot.depth == 3
     assert snapshot.oldest_enqueued_at is None
     assert snapshot.warnings == ("not_json",)
-
-
-# --- BullMQ -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def bull_queue(redis_url: str, janitor: Janitor) -> AsyncIterator[Callable[..., BullQueue]]:
-    queues: list[BullQueue] = []
-
-    def open_(prefix: str = "bull") -> BullQueue:
-        queue = BullQueue(janitor.name(), {"connection": redis_url, "prefix": prefix})
-        queues.append(queue)
-        return queue
-
-    yield open_
-    for queue in queues:
-        await queue.close()
-
-
-async def add_bull_jobs(
-    queue: BullQueue, r: aioredis.Redis, ages: tuple[float, ...], opts: dict[str, int] | None = None
-) -> None:
-    for seconds_ago in ages:
-        job = await queue.add("email", {"to": "user@example.com"}, opts or {})
-        await r.hset(f"{queue.prefix}:{queue.name}:{job.id}", "timestamp", ms_ago(seconds_ago))
-
-
-@pytest.mark.parametrize("prefix", ["bull", "myprefix"])
-async def test_bullmq_oldest_job_at_the_tail(
-    prefix: str,
-    bull_queue: Callable[..., BullQueue],
-    r: aioredis.Redis,
-    janitor: Janitor,
-    open_queue: OpenQueue,
-) -> None:
-    queue = bull_queue(prefix)
-    await add_bull_jobs(queue, r, AGES)
-    layout = {} if prefix == "bull" else {"keyPrefix": prefix}
-    snapshot = await open_queue("bullmq", queue.name, **layout).sample()
-    assert snapshot.depth == 3
-    assert snapshot.in_flight == 0
-    assert_age(snapshot, AGES[0], "payload:timestamp")
-
-
-async def test_bullmq_active_job_is_in_flight(
-    bull_queue: Callable[..., BullQueue],
-    redis_url: str,
-    r: aioredis.Redis,
-    janitor: Janitor,
-    open_queue: OpenQueue,
-) -> None:
-    queue = bull_queue()
-    await add_bull_jobs(queue, r, (40.0, *AGES))
-    started, release = asyncio.Event(), asyncio.Event()
-
-    async def process(job: object, token: str) -> None:
-        started.set()
-        await release.wait()
-
-    worker = BullWorker(queue.name, process, {"connection": redis_url})
-    try:
-        await asyncio.wait_for(started.wait(), 10)  # took the 40 s old job
-        snapshot = await open_queue("bullmq", queue.name).sample()
-    finally:
-        release.set()
-        await worker.close()
-    assert snapshot.depth == 3
-    assert snapshot.in_flight == 1
-    assert_age(snapshot, AGES[0], "payload:timestamp")
-
-
-async def test_bullmq_prioritized_jobs_count_and_make_the_age_a_lower_bound(
-    bull_queue: Callable[..., BullQueue], r: aioredis.Redis, open_queue: OpenQueue
-) -> None:
-    queue = bull_queue()
-    await add_bull_jobs(queue, r, (50.0,), {"priority": 5})
-    adapter = open_queue("bullmq", queue.name)
-    only_prioritized = await adapter.sample()
-    assert only_prioritized.depth == 1
-    assert only_prioritized.oldest_enqueued_at is None
-    assert only_prioritized.oldest_precision is Precision.UNKNOWN
-
-    await add_bull_jobs(queue, r, AGES)
-    snapshot = await adapter.sample()
-    assert snapshot.depth == 4
-    assert age(snapshot) == pytest.approx(AGES[0], abs=AGE_TOLERANCE)
-    assert snapshot.oldest_precision is Precision.LOWER_BOUND
-
-
-async def test_bullmq_paused_queue_still_counts(
-    bull_queue: Callable[..., BullQueue], r: aioredis.Redis, open_queue: OpenQueue
-) -> None:
-    queue = bull_queue()
-    await queue.pause()  # BullMQ 5: a flag in :meta; jobs still go to :wait
-    await add_bull_jobs(queue, r, AGES)
-    snapshot = await open_queue("bullmq", queue.name).sample()
-    assert snapshot.depth == 3
-    assert_age(snapshot, AGES[0], "payload:timestamp")
-
-
-async def test_bullmq_legacy_paused_list_counts(
-    bull_queue: Callable[..., BullQueue], r: aioredis.Redis, open_queue: OpenQueue
-) -> None:
-    queue = bull_queue()
-    await add_bull_jobs(queue, r, AGES)
-    # BullMQ before 5 paused a queue by renaming :wait to :paused
-    await r.rename(f"bull:{queue.name}:wait", f"bull:{queue.name}:paused")
-    snapshot = await open_queue("bullmq", queue.name).sample()
-    assert snapshot.depth == 3
-    assert snapshot.oldest_precision is Precision.UNKNOWN
 
 
 # --- Plain lists --------------------------------------------------------------------------------

@@ -615,10 +615,10 @@ SIDEKIQ = {"url": URL, "queue": "q", "format": "sidekiq", "workerThroughput": "1
             id="sidekiq without capacity",
         ),
         pytest.param(
-            {"url": URL, "queue": "q", "format": "bullmq"},
+            {"url": URL, "queue": "q", "format": "huey"},
             "workerThroughput",
-            ["missing", "bullmq", "jobDuration"],
-            id="bullmq without capacity",
+            ["missing", "huey", "jobDuration"],
+            id="huey without capacity",
         ),
     ],
 )
