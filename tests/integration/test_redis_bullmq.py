@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 
 from brokers.base import Precision, QueueSnapshot
 from brokers.redis_bullmq import COUNTS_SOURCE, PAUSED
+from scaler.probe import probe
 from tests.integration.clients import BullMQDriver
 from tests.integration.test_redis_formats import Janitor, OpenQueue, janitor, open_queue
 
@@ -225,3 +226,24 @@ async def test_key_prefix(
     snapshot = await open_queue("bullmq", queue, keyPrefix="myprefix").sample()
     assert snapshot.depth == 3 and snapshot.oldest_enqueued_at == pytest.approx(stamp / 1000)
     assert (await open_queue("bullmq", queue).sample()).depth == 0  # not under bull:
+
+
+async def test_probe_shows_a_paused_queue_and_holds_its_workers(
+    bullmq: StartDriver, redis_url: str, janitor: Janitor
+) -> None:
+    driver = await bullmq()
+    queue = janitor.name()
+    await driver.add(30)
+    await driver.call("worker", concurrency=2, name="held")
+
+    async def two_held() -> bool:
+        return bool((await driver.call("held"))["held"] == 2)
+
+    await until(two_held)
+    await driver.call("pause")  # the two jobs the worker took stay active
+    metadata = {"url": redis_url, "queue": queue, "format": "bullmq", "workerThroughput": "0.1"}
+    out = await probe(metadata | {"sampleInterval": "200ms"}, {}, 1.0)
+    assert out["paused"] is True and "paused" in out["warnings"]
+    assert (out["depth"], out["in_flight"], out["consumers"]) == (28, 2, 1)
+    assert out["desired_workers"] == 1 and out["reason"] == "paused: holding the workers"
+    assert out["active"] is True
