@@ -49,8 +49,12 @@ _LISTS = "brokers.redis_queues:RedisQueueAdapter"
 FORMATS: dict[str, FormatInfo] = {
     info.name: info
     for info in (
-        # Sidekiq: LPUSH queue:<name>, BRPOP; oldest at -1; JSON enqueued_at (7.x float s, 8.x int ms)
-        FormatInfo("sidekiq", "redis", "", End.TAIL, False, False, _PREFIX_ONLY, _LISTS),
+        # Sidekiq: LPUSH queue:<name>, BRPOP; oldest at -1; JSON enqueued_at (7.x float s, 8.x int
+        # ms); workers and in flight from the processes' heartbeats (brokers/redis_sidekiq.py)
+        FormatInfo(
+            "sidekiq", "redis", "", End.TAIL, True, True, _PREFIX_ONLY,
+            "brokers.redis_sidekiq:SidekiqAdapter",
+        ),
         # RQ: RPUSH rq:queue:<name> of ids, BLPOP; oldest at 0; rq:job:<id> enqueued_at (ISO UTC)
         FormatInfo("rq", "redis", "rq", End.HEAD, True, True, _PREFIX_ONLY, _LISTS),
         # BullMQ: wait list, prioritized and delayed sets, active list, meta, id counter, events

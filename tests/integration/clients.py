@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,14 @@ def ruby_sidekiq() -> str:
     if check.returncode != 0:
         pytest.fail(f"Ruby cannot load Sidekiq ({check.stderr.strip()}); run scripts/clients")
     return ruby
+
+
+async def until(check: Callable[[], Awaitable[bool]], seconds: float = 30) -> None:
+    """Wait for ``check`` to come true (a client's process doing what it was told)."""
+    deadline = time.monotonic() + seconds
+    while not await check():
+        assert time.monotonic() < deadline, "the condition did not come true"
+        await asyncio.sleep(0.1)
 
 
 class BullMQDriver:
@@ -101,3 +111,56 @@ class BullMQDriver:
                 if self._process.returncode is None:
                     self._process.kill()
                 await self._process.wait()
+
+
+class SidekiqProcess:
+    """A real Sidekiq process (Debian's sidekiq) running ``HoldJob`` for the given queues."""
+
+    def __init__(self, redis_url: str, queues: list[str], concurrency: int) -> None:
+        ruby_sidekiq()
+        command = [
+            runtime("sidekiq"),
+            "-r",
+            str(CLIENTS / "sidekiq_jobs.rb"),
+            "-c",
+            str(concurrency),
+        ]
+        for queue in queues:
+            command += ["-q", queue]
+        self.process = subprocess.Popen(
+            command,
+            env={**os.environ, "REDIS_URL": redis_url},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def signal(self, number: int) -> None:
+        self.process.send_signal(number)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def sidekiq_push(
+    redis_url: str, queue: str, plain: int, scheduled: int = 0, retries: int = 0
+) -> None:
+    """Push jobs with the real Sidekiq client (``tests/clients/sidekiq_push.rb``)."""
+    subprocess.run(
+        [
+            ruby_sidekiq(),
+            str(CLIENTS / "sidekiq_push.rb"),
+            queue,
+            str(plain),
+            str(scheduled),
+            str(retries),
+        ],
+        env={**os.environ, "REDIS_URL": redis_url},
+        check=True,
+        capture_output=True,
+    )

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from brokers.base import Precision, QueueSnapshot
 from brokers.redis_bullmq import COUNTS_SOURCE, PAUSED
 from scaler.probe import probe
-from tests.integration.clients import BullMQDriver
+from tests.integration.clients import BullMQDriver, until
 from tests.integration.test_redis_formats import Janitor, OpenQueue, janitor, open_queue
 
 __all__ = ["janitor", "open_queue"]  # the fixtures, shared with the other Redis formats
@@ -49,13 +49,6 @@ async def backdate(r: aioredis.Redis, queue: str, ids: list[str], seconds: float
 def age(snapshot: QueueSnapshot) -> float:
     assert snapshot.oldest_enqueued_at is not None, snapshot
     return snapshot.observed_at - snapshot.oldest_enqueued_at
-
-
-async def until(check: Callable[[], Awaitable[bool]], seconds: float = 15) -> None:
-    deadline = time.monotonic() + seconds
-    while not await check():
-        assert time.monotonic() < deadline, "the condition did not come true"
-        await asyncio.sleep(0.05)
 
 
 async def test_oldest_prioritized_job_older_than_the_plain_ones(

@@ -1,0 +1,113 @@
+"""Sidekiq with the real Ruby client and a real Sidekiq process (Debian's ruby-sidekiq 6.4), on
+a private Redis so that the process registry holds only this test's processes: the queue's
+depth and age, the jobs a process runs, the workers that serve the queue, quiet and gone
+processes; scheduled jobs and retries never count as waiting."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from brokers.base import Precision, QueueSnapshot
+from brokers.registry import open_adapter
+from scaler.spec import parse_metadata
+from tests.integration.clients import SidekiqProcess, sidekiq_push, until
+from tests.integration.conftest import RedisProcess
+
+QUEUE = "mail"
+
+
+@pytest.fixture
+def processes(own_redis: RedisProcess) -> Iterator[Callable[..., SidekiqProcess]]:
+    started: list[SidekiqProcess] = []
+
+    def start(queues: list[str], concurrency: int) -> SidekiqProcess:
+        process = SidekiqProcess(own_redis.url, queues, concurrency)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+async def sample(url: str, queue: str = QUEUE) -> QueueSnapshot:
+    metadata = {"url": url, "queue": queue, "format": "sidekiq", "workerThroughput": "1"}
+    adapter = open_adapter(parse_metadata(metadata).source)
+    try:
+        return await adapter.sample()
+    finally:
+        await adapter.aclose()
+
+
+async def beat_shows(r: aioredis.Redis, process: SidekiqProcess, field: str, value: str) -> bool:
+    """Whether ``process``'s last heartbeat wrote ``field`` = ``value`` (its identity is
+    ``host:pid:random``)."""
+    pid = f":{process.process.pid}:".encode()
+    identities = [i for i in await r.smembers("processes") if pid in i]
+    return len(identities) == 1 and await r.hget(identities[0], field) == value.encode()
+
+
+async def test_jobs_scheduled_and_retries_do_not_wait(own_redis: RedisProcess) -> None:
+    before = time.time()
+    sidekiq_push(own_redis.url, QUEUE, plain=3, scheduled=2, retries=1)
+    snapshot = await sample(own_redis.url)
+    assert snapshot.depth == 3
+    # no process registered: unknown, not 0 (the workers may not be Sidekiq's)
+    assert (snapshot.in_flight, snapshot.consumers) == (None, None)
+    assert snapshot.oldest_enqueued_at is not None
+    assert before <= snapshot.oldest_enqueued_at <= snapshot.observed_at
+    assert snapshot.oldest_precision is Precision.EXACT
+
+
+async def test_a_real_process_runs_jobs_and_serves_the_queue(
+    own_redis: RedisProcess, processes: Callable[..., SidekiqProcess]
+) -> None:
+    r = aioredis.Redis.from_url(own_redis.url)
+    sidekiq_push(own_redis.url, QUEUE, plain=5, scheduled=2)
+    sidekiq_push(own_redis.url, "other", plain=1)
+    worker = processes([QUEUE, "other"], concurrency=3)
+    processes(["reports"], concurrency=4)  # serves another queue only
+
+    async def all_busy_beat() -> bool:
+        identities = await r.smembers("processes")
+        busy = sorted([int(await r.hget(i, "busy") or -1) for i in identities])
+        return busy == [0, 3]
+
+    await until(all_busy_beat)
+    busy = await sample(own_redis.url)
+    assert busy.consumers == 3
+    assert busy.in_flight is not None and busy.depth is not None
+    # three threads hold jobs of mail and other; none is lost or counted twice
+    other = await sample(own_redis.url, "other")
+    assert other.in_flight is not None and other.depth is not None
+    assert busy.in_flight + other.in_flight == 3
+    assert busy.depth + busy.in_flight == 5 and other.depth + other.in_flight == 1
+    assert other.consumers == 3
+
+    worker.signal(signal.SIGTSTP)  # quiet: takes no more jobs, finishes what it holds
+    await until(lambda: beat_shows(r, worker, "quiet", "true"))
+    quiet = await sample(own_redis.url)
+    assert quiet.consumers == 0 and quiet.in_flight == busy.in_flight
+    await r.aclose()
+
+
+async def test_a_process_whose_beat_is_older_than_a_minute_is_gone(
+    own_redis: RedisProcess, processes: Callable[..., SidekiqProcess]
+) -> None:
+    r = aioredis.Redis.from_url(own_redis.url)
+    sidekiq_push(own_redis.url, QUEUE, plain=2)
+    worker = processes([QUEUE], concurrency=2)
+    await until(lambda: beat_shows(r, worker, "busy", "2"))
+    assert (await sample(own_redis.url)).in_flight == 2
+    worker.signal(signal.SIGKILL)  # no goodbye: the registry keeps it until its keys expire
+    worker.process.wait()
+    (identity,) = await r.smembers("processes")
+    await r.hset(identity, "beat", time.time() - 61)
+    gone = await sample(own_redis.url)
+    assert (gone.consumers, gone.in_flight) == (0, 0)
+    await r.aclose()
