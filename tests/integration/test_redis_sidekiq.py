@@ -5,6 +5,7 @@ processes; scheduled jobs and retries never count as waiting."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -111,3 +112,59 @@ async def test_a_process_whose_beat_is_older_than_a_minute_is_gone(
     gone = await sample(own_redis.url)
     assert (gone.consumers, gone.in_flight) == (0, 0)
     await r.aclose()
+
+
+@pytest.mark.parametrize("version", [7, 8])
+async def test_the_registry_as_sidekiq_7_and_8_write_it(
+    version: int, redis_url: str, token: str, r: aioredis.Redis
+) -> None:
+    """Sidekiq 7 and 8 are not in Debian: their heartbeats (launcher.rb ``❤``) written as they
+    write them, under a namespace of this test's own."""
+    prefix = f"qas-{token}"
+    now = time.time()
+
+    async def register(
+        identity: str, queues: list[str], concurrency: int, **fields: object
+    ) -> None:
+        info: dict[str, object] = {
+            "identity": identity,
+            "queues": queues,
+            "concurrency": concurrency,
+        }
+        if version == 8:  # capsules; the deprecated "queues" still there; concurrency in the hash
+            info = {
+                "identity": identity,
+                "queues": queues,
+                "capsules": {
+                    "default": {"concurrency": concurrency, "weights": dict.fromkeys(queues, 0)},
+                    "bulk": {"concurrency": 7, "weights": {"bulk": 0}},
+                },
+            }
+        hash_ = {"info": json.dumps(info), "busy": 0, "beat": now, "quiet": "false"} | fields
+        if version == 8:
+            hash_["concurrency"] = concurrency + 7
+        await r.sadd(f"{prefix}:processes", identity)
+        await r.hset(f"{prefix}:{identity}", mapping=hash_)  # type: ignore[arg-type]
+
+    async def running(identity: str, *queues: str) -> None:
+        for tid, queue in enumerate(queues):
+            payload = json.dumps({"class": "HardJob", "queue": queue, "jid": f"j{tid}"})
+            work = {"queue": queue, "payload": payload, "run_at": int(now)}
+            await r.hset(
+                f"{prefix}:{identity}:work", f"t{tid}", json.dumps(work, separators=(",", ":"))
+            )
+
+    await register("a:1:x", [QUEUE, "other"], 5)
+    await running("a:1:x", QUEUE, QUEUE, "other")
+    await register("b:2:y", [QUEUE], 3, quiet="true")
+    await running("b:2:y", QUEUE)
+    await register("c:3:z", [QUEUE], 4, beat=now - 61)  # gone
+    await running("c:3:z", QUEUE)
+    metadata = {"url": redis_url, "queue": QUEUE, "format": "sidekiq", "workerThroughput": "1"}
+    adapter = open_adapter(parse_metadata(metadata | {"keyPrefix": prefix}).source)
+    try:
+        snapshot = await adapter.sample()
+    finally:
+        await adapter.aclose()
+    assert snapshot.consumers == 5  # a's default capsule (or all of a in 7); b is quiet, c gone
+    assert snapshot.in_flight == 3  # a's two and the one quiet b still runs
