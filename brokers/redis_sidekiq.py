@@ -16,10 +16,11 @@ The process registry, as Sidekiq 6, 7 and 8 write it (``lib/sidekiq/launcher.rb`
 
 A process whose ``beat`` is more than :data:`BEAT_TIMEOUT` seconds old (by the scaler's clock)
 is gone, as Sidekiq Web takes it; its hash may linger until it expires. Workers serving the
-queue = the concurrency of the live, not quiet, processes that listen to it (of the capsules
-that listen to it, in Sidekiq 8; in 7 the process's whole concurrency, which its info does not
-split by capsule). In flight = the running jobs of that queue in the live processes' work
-hashes, quiet ones included (they finish what they hold). Both are as of each process's last
+queue (``consumers``) = the live, not quiet, processes that listen to it (in Sidekiq 8, with a
+capsule that does). A process is the unit the policy counts in, a replica of the Deployment, as
+for every other format; its threads (``concurrency``) are its job slots, what
+``workerConcurrency`` says. In flight = the running jobs of that queue in the live processes'
+work hashes, quiet ones included (they finish what they hold). Both are as of each process's last
 heartbeat, as Sidekiq Web shows them: up to 5 s old.
 
 Where no process is registered at all (the set does not exist: Sidekiq removes its entry when a
@@ -55,22 +56,21 @@ local bound = tonumber(ARGV[5])
 local head = '{"queue":' .. cjson.encode(queue) .. ','
 local workers, running = 0, 0
 
-local function serving(info, total)
+local function listens(info)
   if type(info['capsules']) == 'table' then
-    local sum, listens = 0, false
     for _, capsule in pairs(info['capsules']) do
       if type(capsule['weights']) == 'table' and capsule['weights'][queue] ~= nil then
-        sum, listens = sum + (tonumber(capsule['concurrency']) or 0), true
+        return true
       end
     end
-    return listens and sum or 0
+    return false
   end
   if type(info['queues']) == 'table' then
     for _, name in ipairs(info['queues']) do
-      if name == queue then return total end
+      if name == queue then return true end
     end
   end
-  return 0
+  return false
 end
 
 local function of_queue(entry)
@@ -82,13 +82,12 @@ end
 
 for _, identity in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = prefix .. identity
-  local f = redis.call('HMGET', key, 'info', 'beat', 'quiet', 'concurrency')
+  local f = redis.call('HMGET', key, 'info', 'beat', 'quiet')
   local beat = tonumber(f[2])
   if f[1] and beat and now - beat <= timeout and #f[1] <= bound then
     local ok, info = pcall(cjson.decode, f[1])
     if ok and type(info) == 'table' then
-      local total = tonumber(f[4]) or tonumber(info['concurrency']) or 0
-      if f[3] ~= 'true' then workers = workers + serving(info, total) end
+      if f[3] ~= 'true' and listens(info) then workers = workers + 1 end
       for _, suffix in ipairs({':work', ':workers'}) do
         for _, entry in ipairs(redis.call('HVALS', key .. suffix)) do
           if of_queue(entry) then running = running + 1 end

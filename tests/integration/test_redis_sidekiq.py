@@ -81,14 +81,14 @@ async def test_a_real_process_runs_jobs_and_serves_the_queue(
 
     await until(all_busy_beat)
     busy = await sample(own_redis.url)
-    assert busy.consumers == 3
+    assert busy.consumers == 1  # the process, a replica; its 3 threads are its job slots
     assert busy.in_flight is not None and busy.depth is not None
     # three threads hold jobs of mail and other; none is lost or counted twice
     other = await sample(own_redis.url, "other")
     assert other.in_flight is not None and other.depth is not None
     assert busy.in_flight + other.in_flight == 3
     assert busy.depth + busy.in_flight == 5 and other.depth + other.in_flight == 1
-    assert other.consumers == 3
+    assert other.consumers == 1
 
     worker.signal(signal.SIGTSTP)  # quiet: takes no more jobs, finishes what it holds
     await until(lambda: beat_shows(r, worker, "quiet", "true"))
@@ -159,6 +159,7 @@ async def test_the_registry_as_sidekiq_7_and_8_write_it(
     await register("b:2:y", [QUEUE], 3, quiet="true")
     await running("b:2:y", QUEUE)
     await register("c:3:z", [QUEUE], 4, beat=now - 61)  # gone
+    await register("d:4:w", ["bulk"], 2)
     await running("c:3:z", QUEUE)
     metadata = {"url": redis_url, "queue": QUEUE, "format": "sidekiq", "workerThroughput": "1"}
     adapter = open_adapter(parse_metadata(metadata | {"keyPrefix": prefix}).source)
@@ -166,5 +167,5 @@ async def test_the_registry_as_sidekiq_7_and_8_write_it(
         snapshot = await adapter.sample()
     finally:
         await adapter.aclose()
-    assert snapshot.consumers == 5  # a's default capsule (or all of a in 7); b is quiet, c gone
+    assert snapshot.consumers == 1  # a (its default capsule, in 8); b is quiet, c gone, d elsewhere
     assert snapshot.in_flight == 3  # a's two and the one quiet b still runs
