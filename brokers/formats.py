@@ -76,8 +76,12 @@ FORMATS: dict[str, FormatInfo] = {
             ),
             "brokers.redis_celery:CeleryAdapter",
         ),
-        # Resque: RPUSH resque:queue:<name>, LPOP; oldest at 0; no enqueue time
-        FormatInfo("resque", "redis", "resque", End.HEAD, False, False, _PREFIX_ONLY, _LISTS),
+        # Resque: RPUSH resque:queue:<name>, LPOP; oldest at 0; no enqueue time; workers and in
+        # flight from the worker registry (brokers/redis_resque.py)
+        FormatInfo(
+            "resque", "redis", "resque", End.HEAD, True, True, _PREFIX_ONLY,
+            "brokers.redis_resque:ResqueAdapter",
+        ),
         # Huey (RedisHuey): LPUSH huey.redis.<name>, BRPOP; oldest at -1; pickled, no enqueue time
         FormatInfo("huey", "redis", "huey.redis", End.TAIL, False, False, _PREFIX_ONLY, _LISTS),
         # arq: sorted set <queue> (default arq:queue) scored by enqueue or defer-until ms

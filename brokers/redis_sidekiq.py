@@ -36,13 +36,11 @@ they never count.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from typing import Any
 
-from brokers.base import QueueSnapshot
 from brokers.payloads import MAX_PAYLOAD_BYTES
-from brokers.redis_connection import RedisConnection
-from brokers.redis_queues import RedisQueueAdapter
-from scaler.trigger_spec import QueueSource
+from brokers.redis_connection import Command
+from brokers.redis_registry import RegistryAdapter
 
 #: a process whose last heartbeat is older than this is gone (Sidekiq's own 60 s)
 BEAT_TIMEOUT = 60.0
@@ -100,27 +98,13 @@ return {workers, running}
 """
 
 
-class SidekiqAdapter:
+class SidekiqAdapter(RegistryAdapter):
     """Samples one Sidekiq queue: its list, then the process registry."""
 
-    broker = "redis"
+    def registry_command(self) -> Command:
+        args = (self.prefix, self.queue, time.time(), BEAT_TIMEOUT, MAX_PAYLOAD_BYTES)
+        return ("EVAL", PROCESSES_SCRIPT, 1, self.prefix + "processes", *args)
 
-    def __init__(self, source: QueueSource) -> None:
-        self.queue = source.queue
-        self._list = RedisQueueAdapter(source)
-        self._prefix = f"{source.key_prefix}:" if source.key_prefix else ""
-        self._redis = RedisConnection(source)
-
-    async def sample(self) -> QueueSnapshot:
-        snapshot = await self._list.sample()
-        args = (self._prefix, self.queue, time.time(), BEAT_TIMEOUT, MAX_PAYLOAD_BYTES)
-        script = ("EVAL", PROCESSES_SCRIPT, 1, self._prefix + "processes", *args)
-        (counts,) = await self._redis.execute([script], transaction=False)
-        if not counts:  # no process registered: none runs, or the workers are not Sidekiq's
-            return snapshot
-        workers, running = counts
-        return replace(snapshot, consumers=int(workers), in_flight=int(running))
-
-    async def aclose(self) -> None:
-        await self._list.aclose()
-        await self._redis.aclose()
+    def registry_counts(self, reply: list[Any]) -> tuple[int, int]:
+        workers, running = reply
+        return int(workers), int(running)

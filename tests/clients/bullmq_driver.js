@@ -7,6 +7,9 @@
 //   {"op": "pause"} / {"op": "resume"}                    -> {"ok": true}: Queue.pause / resume
 //   {"op": "counts"}                                      -> BullMQ's own getJobCounts
 //   {"op": "workers"}                                     -> {"count": n}: Queue.getWorkersCount
+//   {"op": "worker", "ms": 40, "concurrency": 1}          -> a Worker whose jobs take 40 ms each
+//   {"op": "log"}                                         -> what happened, by this process's
+//      clock (ms): added [id, before, after, delay], started {id: ms}, finished {id: ms}
 //   {"op": "close"}                                       -> {"ok": true}, then the process exits
 // argv: redis URL, queue name, key prefix.
 "use strict";
@@ -23,21 +26,31 @@ const connection = {
 const queue = new Queue(queueName, { connection, prefix });
 const workers = [];
 const held = []; // resolvers of the jobs the workers hold active
+const log = { added: [], started: {}, finished: {} };
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function handle(command) {
   switch (command.op) {
     case "add": {
       const ids = [];
       for (let i = 0; i < (command.count ?? 1); i++) {
+        const before = Date.now();
         const job = await queue.add(command.name ?? "job", { n: i }, command.opts ?? {});
+        log.added.push([job.id, before, Date.now(), (command.opts ?? {}).delay ?? 0]);
         ids.push(job.id);
       }
       return { ids };
     }
     case "worker": {
+      const hold = () => new Promise((resolve) => held.push(resolve));
+      const run = async (job) => {
+        log.started[job.id] = Date.now();
+        await (command.ms === undefined ? hold() : sleep(command.ms));
+        log.finished[job.id] = Date.now();
+      };
       const worker = new Worker(
         queueName,
-        () => new Promise((resolve) => held.push(resolve)),
+        run,
         { connection, prefix, concurrency: command.concurrency ?? 1, name: command.name },
       );
       await worker.waitUntilReady();
@@ -59,6 +72,8 @@ async function handle(command) {
       return { ok: true };
     case "counts":
       return await queue.getJobCounts();
+    case "log":
+      return log;
     case "workers":
       return { count: await queue.getWorkersCount() };
     case "close":

@@ -83,6 +83,7 @@ class BullMQDriver:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, "NODE_PATH": str(node_modules())},
+            limit=64 * 2**20,  # the "log" reply of a benchmark run is one long line
         )
         return cls(process)
 

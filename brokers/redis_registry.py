@@ -1,0 +1,46 @@
+"""A queue kept in a Redis list whose library also registers its workers (Sidekiq, Resque): the
+list's snapshot (``brokers.redis_queues``), then one read-only script over the registry for the
+workers serving the queue and the jobs in flight."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from brokers.base import QueueSnapshot
+from brokers.redis_connection import Command, RedisConnection
+from brokers.redis_queues import RedisQueueAdapter
+from scaler.trigger_spec import QueueSource
+
+
+class RegistryAdapter:
+    """Samples the list, then the registry. Subclasses say how to read their registry."""
+
+    broker = "redis"
+
+    def __init__(self, source: QueueSource) -> None:
+        self.queue = source.queue
+        self._list = RedisQueueAdapter(source)
+        #: the namespace, as the library joins it to its keys
+        self.prefix = f"{source.key_prefix}:" if source.key_prefix else ""
+        self._redis = RedisConnection(source)
+
+    def registry_command(self) -> Command:
+        """The script that reads the registry; its reply is empty when no worker is registered."""
+        raise NotImplementedError
+
+    def registry_counts(self, reply: list[Any]) -> tuple[int, int]:
+        """Workers serving the queue and jobs in flight, from the script's (non-empty) reply."""
+        raise NotImplementedError
+
+    async def sample(self) -> QueueSnapshot:
+        snapshot = await self._list.sample()
+        (reply,) = await self._redis.execute([self.registry_command()], transaction=False)
+        if not reply:  # no worker registered: none runs, or the workers are not the library's
+            return snapshot
+        consumers, in_flight = self.registry_counts(reply)
+        return replace(snapshot, consumers=consumers, in_flight=in_flight)
+
+    async def aclose(self) -> None:
+        await self._list.aclose()
+        await self._redis.aclose()
