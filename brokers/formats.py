@@ -63,8 +63,12 @@ FORMATS: dict[str, FormatInfo] = {
             "bullmq", "redis", "bull", End.TAIL, True, True, _PREFIX_ONLY,
             "brokers.redis_bullmq:BullMQAdapter",
         ),
-        # Dramatiq: RPUSH dramatiq:<q>, LPOP; oldest at 0; dramatiq:<q>.msgs message_timestamp (ms)
-        FormatInfo("dramatiq", "redis", "dramatiq", End.HEAD, False, False, _PREFIX_ONLY, _LISTS),
+        # Dramatiq: RPUSH dramatiq:<q>, LPOP; oldest at 0; dramatiq:<q>.msgs message_timestamp (ms);
+        # in flight from the live workers' ack sets (brokers/redis_dramatiq.py)
+        FormatInfo(
+            "dramatiq", "redis", "dramatiq", End.HEAD, False, True, _PREFIX_ONLY,
+            "brokers.redis_dramatiq:DramatiqAdapter",
+        ),
         # Celery (kombu's Redis transport): LPUSH <q> and the priority lists <q><sep><step>
         # (kombu's defaults: \x06\x16 and steps 3, 6, 9; prioritySteps, prioritySeparator), BRPOP;
         # oldest at -1 of each; no enqueue time unless the producer adds one; in flight in the

@@ -1,4 +1,5 @@
-"""A queue kept in a Redis list whose library also registers its workers (Sidekiq, Resque): the
+"""A queue kept in a Redis list whose library also registers its workers (Sidekiq, Resque,
+Dramatiq): the
 list's snapshot (``brokers.redis_queues``), then one read-only script over the registry for the
 workers serving the queue and the jobs in flight."""
 
@@ -29,8 +30,9 @@ class RegistryAdapter:
         """The script that reads the registry; its reply is empty when no worker is registered."""
         raise NotImplementedError
 
-    def registry_counts(self, reply: list[Any]) -> tuple[int, int]:
-        """Workers serving the queue and jobs in flight, from the script's (non-empty) reply."""
+    def registry_counts(self, reply: list[Any]) -> tuple[int | None, int | None]:
+        """Workers serving the queue and jobs in flight (None: not kept), from the script's
+        (non-empty) reply."""
         raise NotImplementedError
 
     async def sample(self) -> QueueSnapshot:

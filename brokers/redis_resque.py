@@ -87,7 +87,7 @@ class ResqueAdapter(RegistryAdapter):
         keys = (self.prefix + "workers", self.prefix + "workers:heartbeat")
         return ("EVAL", WORKERS_SCRIPT, 2, *keys, self.prefix, self.queue, MAX_PAYLOAD_BYTES)
 
-    def registry_counts(self, reply: list[Any]) -> tuple[int, int]:
+    def registry_counts(self, reply: list[Any]) -> tuple[int | None, int | None]:
         now, workers, running = time.time(), 0, 0
         for raw_id, raw_beat, busy in zip(reply[0::3], reply[1::3], reply[2::3], strict=True):
             if alive(_text(raw_beat), now):

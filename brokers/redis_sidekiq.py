@@ -105,6 +105,6 @@ class SidekiqAdapter(RegistryAdapter):
         args = (self.prefix, self.queue, time.time(), BEAT_TIMEOUT, MAX_PAYLOAD_BYTES)
         return ("EVAL", PROCESSES_SCRIPT, 1, self.prefix + "processes", *args)
 
-    def registry_counts(self, reply: list[Any]) -> tuple[int, int]:
+    def registry_counts(self, reply: list[Any]) -> tuple[int | None, int | None]:
         workers, running = reply
         return int(workers), int(running)

@@ -11,6 +11,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -281,8 +282,45 @@ async def test_dramatiq_oldest_message_at_the_head(
     layout = {} if namespace == "dramatiq" else {"keyPrefix": namespace}
     snapshot = await open_queue("dramatiq", queue, **layout).sample()
     assert snapshot.depth == 3
-    assert snapshot.in_flight is None
+    assert snapshot.in_flight == 0  # the producer's broker beats; no worker holds a message
+    assert snapshot.consumers is None
     assert_age(snapshot, AGES[0], "payload:message_timestamp")
+
+
+async def test_dramatiq_messages_a_real_worker_holds_are_in_flight(
+    dramatiq_broker: Callable[[str], RedisBroker],
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    namespace = f"ns-{janitor.token}"
+    broker = dramatiq_broker(namespace)
+    queue, release, running = janitor.name(), threading.Event(), threading.Semaphore(0)
+
+    def hold(n: int) -> None:
+        running.release()
+        release.wait(30)
+
+    actor = dramatiq.actor(broker=broker, actor_name=f"hold_{janitor.token}", queue_name=queue)(
+        hold
+    )
+    for n in range(6):
+        actor.send(n)
+    worker = dramatiq.Worker(broker, worker_threads=2, worker_timeout=100)
+    worker.start()
+    try:
+        for _ in range(2):
+            assert running.acquire(timeout=30)
+        snapshot = await open_queue("dramatiq", queue, keyPrefix=namespace).sample()
+        acks = [key async for key in r.scan_iter(match=f"{namespace}:__acks__.*.{queue}")]
+        held = sum([await r.scard(key) for key in acks])
+    finally:
+        release.set()
+        worker.stop()
+    # two run; the worker's consumer prefetched more, which count as in flight too
+    assert snapshot.in_flight is not None and snapshot.depth is not None
+    assert snapshot.in_flight >= 2 and snapshot.depth + snapshot.in_flight == 6
+    assert held == snapshot.in_flight
 
 
 async def test_dramatiq_message_not_json(
