@@ -18,6 +18,8 @@ from scaler.trigger_spec import Metric
 
 #: formats whose jobs carry their enqueue time where the adapter reads it
 _TIMESTAMPED = frozenset({"sidekiq", "rq", "bullmq", "dramatiq", "stream"})
+#: formats whose arrivals and completions are counted by the library or broker itself
+_OWN_COUNTS = {"stream": "stream-counters", "bullmq": "bullmq-events"}
 
 
 class QueueAgeSource:
@@ -33,6 +35,8 @@ class QueueAgeSource:
         info = FORMATS[source.format]
         self.spec = spec
         self.stream = source.format == "stream"
+        #: the counts a format keeps itself, exact however fast the queue empties
+        self.counts_source = _OWN_COUNTS.get(source.format)
         self.in_flight = info.reports_in_flight
         self.consumers = info.reports_consumers
         self.timestamped = source.format in _TIMESTAMPED or source.timestamp_field is not None
@@ -61,9 +65,9 @@ class QueueAgeSource:
             self.arrivals.add(snapshot.observed_at, snapshot.arrivals_total)
 
     def snapshot(self, obs: Observation) -> QueueSnapshot:
-        if self.stream:
+        if self.counts_source is not None:
             arrivals, completions, exact = obs.arrivals_total, obs.completions_total, True
-            source = "stream-counters"
+            source = self.counts_source
         else:
             counts = self.marker.observe(obs.depth, self._marker_position(obs), _newest(obs))
             arrivals, completions, exact = (
