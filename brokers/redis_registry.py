@@ -11,7 +11,12 @@ from typing import Any
 from brokers.base import QueueSnapshot
 from brokers.redis_connection import Command, RedisConnection
 from brokers.redis_queues import RedisQueueAdapter
+from scaler.errors import BrokerRefused
 from scaler.trigger_spec import QueueSource
+
+#: the Redis user may read the queue but not the workers' registry (an ACL limited to the
+#: queue's keys, say): the workers and the jobs in flight stay unknown
+REGISTRY_REFUSED = "registry_refused"
 
 
 class RegistryAdapter:
@@ -25,6 +30,7 @@ class RegistryAdapter:
         #: the namespace, as the library joins it to its keys
         self.prefix = f"{source.key_prefix}:" if source.key_prefix else ""
         self._redis = RedisConnection(source)
+        self._refused = False
 
     def registry_command(self) -> Command:
         """The script that reads the registry; its reply is empty when no worker is registered."""
@@ -37,7 +43,13 @@ class RegistryAdapter:
 
     async def sample(self) -> QueueSnapshot:
         snapshot = await self._list.sample()
-        (reply,) = await self._redis.execute([self.registry_command()], transaction=False)
+        if self._refused:
+            return replace(snapshot, warnings=(*snapshot.warnings, REGISTRY_REFUSED))
+        try:
+            (reply,) = await self._redis.execute([self.registry_command()], transaction=False)
+        except BrokerRefused:  # the list was read with the same credentials: not the password
+            self._refused = True
+            return replace(snapshot, warnings=(*snapshot.warnings, REGISTRY_REFUSED))
         if not reply:  # no worker registered: none runs, or the workers are not the library's
             return snapshot
         consumers, in_flight = self.registry_counts(reply)
