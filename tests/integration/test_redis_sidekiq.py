@@ -14,6 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from brokers.base import Precision, QueueSnapshot
+from brokers.redis_registry import REGISTRY_REFUSED
 from brokers.registry import open_adapter
 from scaler.spec import parse_metadata
 from tests.integration.clients import SidekiqProcess, sidekiq_push, until
@@ -169,3 +170,34 @@ async def test_the_registry_as_sidekiq_7_and_8_write_it(
         await adapter.aclose()
     assert snapshot.consumers == 1  # a (its default capsule, in 8); b is quiet, c gone, d elsewhere
     assert snapshot.in_flight == 3  # a's two and the one quiet b still runs
+
+
+async def test_a_user_who_may_not_read_the_registry_still_reads_the_queue(
+    own_redis: RedisProcess, processes: Callable[..., SidekiqProcess]
+) -> None:
+    r = aioredis.Redis.from_url(own_redis.url)
+    sidekiq_push(own_redis.url, QUEUE, plain=3)
+    worker = processes(["reports"], concurrency=1)
+    await until(lambda: beat_shows(r, worker, "quiet", "false"))  # registered
+    await r.acl_setuser(
+        "queue-only",
+        enabled=True,
+        passwords=["+secret"],
+        keys=[f"queue:{QUEUE}"],
+        commands=["+@all"],
+    )
+    url = own_redis.url.replace("redis://", "redis://queue-only:secret@")
+    adapter = open_adapter(
+        parse_metadata(
+            {"url": url, "queue": QUEUE, "format": "sidekiq"} | {"workerThroughput": "1"}
+        ).source
+    )
+    try:
+        snapshots = [await adapter.sample() for _ in range(2)]
+    finally:
+        await adapter.aclose()
+        await r.aclose()
+    for snapshot in snapshots:
+        assert snapshot.depth == 3
+        assert (snapshot.consumers, snapshot.in_flight) == (None, None)
+        assert snapshot.warnings == (REGISTRY_REFUSED,)
