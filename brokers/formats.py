@@ -56,7 +56,8 @@ FORMATS: dict[str, FormatInfo] = {
             "brokers.redis_sidekiq:SidekiqAdapter",
         ),
         # RQ: RPUSH rq:queue:<name> of ids, BLPOP; oldest at 0; rq:job:<id> enqueued_at (ISO UTC)
-        FormatInfo("rq", "redis", "rq", End.HEAD, True, True, _PREFIX_ONLY, _LISTS),
+        # completions from the workers' job counters (brokers/redis_rq.py)
+        FormatInfo("rq", "redis", "rq", End.HEAD, True, True, _PREFIX_ONLY, "brokers.redis_rq:RQAdapter"),
         # BullMQ: wait list, prioritized and delayed sets, active list, meta, id counter, events
         # stream, workers in CLIENT LIST (brokers/redis_bullmq.py)
         FormatInfo(

@@ -197,6 +197,32 @@ async def test_rq_oldest_job_at_the_head_with_workers_and_started_jobs(
     assert_age(snapshot, AGES[0], "payload:enqueued_at")
 
 
+async def test_rq_completions_from_the_workers_counters_when_the_queue_empties(
+    sync_redis: redis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    """Every job comes and goes between two samples: the list marker sees none of it, RQ's
+    workers count each one, and a worker that stopped is read once more from its hash."""
+    queue = rq_queue(sync_redis, janitor)
+    worker = rq.SimpleWorker([queue], connection=sync_redis, name=f"w-{janitor.token}")
+    janitor.members.append(("rq:workers", worker.key))
+    worker.register_birth()  # type: ignore[no-untyped-call]
+    adapter = open_queue("rq", queue.name)
+    before = await adapter.sample()
+    for i in range(5):
+        queue.enqueue("os.getcwd", job_id=f"{janitor.token}-ok-{i}")
+    queue.enqueue("os.listdir", "/no/such/dir", job_id=f"{janitor.token}-fails")
+    for _ in range(6):  # the worker runs them all, one after the other
+        taken = worker.dequeue_job_and_maintain_ttl(timeout=None)
+        assert taken is not None
+        job, job_queue = taken
+        worker.perform_job(job, job_queue, worker.prepare_execution(job))
+    worker.register_death()  # type: ignore[no-untyped-call]  # leaves the workers' sets
+    after = await adapter.sample()
+    assert after.depth == 0 and after.counts_source == "list-marker, rq-worker-counters"
+    assert after.completions_total - before.completions_total == 6  # type: ignore[operator]
+    assert not after.counts_exact  # the marker's arrivals are a lower bound: one flag for both
+
+
 async def test_rq_oldest_time_is_read_once_per_oldest_job(
     sync_redis: redis.Redis, r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
 ) -> None:
