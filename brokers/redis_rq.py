@@ -11,7 +11,8 @@ at the next sample; a new worker starts from 0.
 
 The completions since the last sample are the counters' increases, exact while every worker of
 the queue listens to it alone (a worker of several queues does not say which queue a job came
-from: the list marker's completions stand then) and no worker vanished unread. Arrivals stay
+from: the list marker's completions stand then, as they do while no RQ worker is registered)
+and no worker vanished unread. Arrivals stay
 the list marker's, so where the list empties between samples both are still flagged lower
 bounds (one flag holds both), though the completions are right.
 """
@@ -73,19 +74,23 @@ class RQAdapter:
         ended, single_queue = _counters(flat, self.queue)
         previous, self._ended = self._ended, ended
         marker, self._marker = self._marker, snapshot.completions_total
-        exact = snapshot.counts_exact
+        exact, source = snapshot.counts_exact, snapshot.counts_source
+        counters = single_queue and bool(ended or previous)
+        if counters:
+            source = COUNTS_SOURCE
         if previous is None or marker is None or snapshot.completions_total is None:
             pass  # the first sample: the total starts here
-        elif single_queue:
+        elif counters:
             exact = exact and all(key in ended for key in previous)  # none vanished unread
             self._completions += sum(max(0, n - previous.get(key, 0)) for key, n in ended.items())
-        else:  # a worker of several queues does not say which queue a job came from
+        else:  # no RQ worker seen (the consumers are not RQ's), or one of several queues, which
+            # does not say which queue a job came from
             self._completions += snapshot.completions_total - marker
         return replace(
             snapshot,
             completions_total=self._completions,
             counts_exact=exact,
-            counts_source=COUNTS_SOURCE,
+            counts_source=source,
         )
 
     async def aclose(self) -> None:

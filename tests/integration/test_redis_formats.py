@@ -7,6 +7,7 @@ its entries in the libraries' shared index sets) afterwards.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import subprocess
@@ -31,6 +32,7 @@ from brokers.registry import open_adapter
 from scaler.errors import UNREACHABLE, BrokerUnavailable, QueueMisconfigured
 from scaler.spec import parse_metadata
 from tests.integration.conftest import RedisProcess
+from tests.integration.steady import Steady, assert_counts_match, sample_steady_traffic
 
 pytestmark = pytest.mark.integration
 
@@ -221,6 +223,28 @@ async def test_rq_completions_from_the_workers_counters_when_the_queue_empties(
     assert after.depth == 0 and after.counts_source == "list-marker, rq-worker-counters"
     assert after.completions_total - before.completions_total == 6  # type: ignore[operator]
     assert not after.counts_exact  # the marker's arrivals are a lower bound: one flag for both
+
+
+async def test_rq_without_registered_workers_counts_by_the_list_marker(
+    sync_redis: redis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    """Consumers that are not RQ's workers keep no counter: completions are the marker's."""
+    queue = rq_queue(sync_redis, janitor)
+    sync_redis.rpush(queue.key, *(f"{janitor.token}-b{i}" for i in range(100)))
+    ids = itertools.count()
+
+    def push() -> bool:
+        sync_redis.rpush(queue.key, f"{janitor.token}-{next(ids)}")
+        return True
+
+    def pop() -> bool:
+        return sync_redis.lpop(queue.key) is not None
+
+    producer, consumer = Steady(60, push), Steady(40, pop)
+    first, snapshots, last = await sample_steady_traffic(
+        open_queue("rq", queue.name), producer, consumer
+    )
+    assert_counts_match(first, snapshots, last, producer.done, consumer.done)
 
 
 async def test_rq_oldest_time_is_read_once_per_oldest_job(
