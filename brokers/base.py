@@ -97,6 +97,9 @@ class QueueSnapshot:
     counts_observed_at: float | None = None
     #: share of time the queue could hand a message to a consumer at once (RabbitMQ)
     consumer_capacity: float | None = None
+    #: whether the library holds the queue paused (BullMQ); None where it cannot be paused or
+    #: the flag is not read
+    paused: bool | None = None
 
     @property
     def counted_at(self) -> float:

@@ -114,6 +114,10 @@ class SnapshotModel:
         return self.counts_source != "list-marker"
 
 
+#: how a format makes its :class:`SnapshotModel` for a queue
+SnapshotModelFactory = Callable[["FormatInfo", QueueSource], SnapshotModel]
+
+
 def no_options(context: SourceContext) -> Hashable:
     """The option parser of a format without options of its own."""
     return NoOptions()
@@ -162,6 +166,6 @@ class FormatInfo:
     #: parses the format's layout keys into ``QueueSource.options`` (frozen, hashable)
     options: Callable[[SourceContext], Hashable] = no_options
     #: how the format shows a simulated queue; None: the simulator cannot run it
-    snapshot_model: Callable[[FormatInfo, QueueSource], SnapshotModel] | None = None
+    snapshot_model: SnapshotModelFactory | None = None
     #: one line for listings (``queue-age-scaler formats``)
     summary: str = ""

@@ -8,10 +8,11 @@ end of a list is oldest or what a format can observe.
 from __future__ import annotations
 
 from brokers.base import End
-from brokers.format_api import FormatInfo
+from brokers.format_api import FormatInfo, SnapshotModelFactory
 from brokers.rabbitmq_options import RABBITMQ, amqp_options, queue_model
 from brokers.redis_options import (
     REDIS,
+    bullmq_model,
     celery_options,
     list_model,
     list_options,
@@ -28,25 +29,52 @@ _LISTS = "brokers.redis_queues:RedisQueueAdapter"
 
 
 def _list(
-    name: str, prefix: str, end: End, consumers: bool, in_flight: bool, summary: str
+    name: str,
+    prefix: str,
+    end: End,
+    consumers: bool,
+    in_flight: bool,
+    summary: str,
+    adapter: str = _LISTS,
+    model: SnapshotModelFactory = list_model,
 ) -> FormatInfo:
     return FormatInfo(
-        name, REDIS, prefix, end, consumers, in_flight, _PREFIX_ONLY, _LISTS,
-        list_options, list_model, summary,
+        name, REDIS, prefix, end, consumers, in_flight, _PREFIX_ONLY, adapter,
+        list_options, model, summary,
     )  # fmt: skip
 
 
 FORMATS: dict[str, FormatInfo] = {
     info.name: info
     for info in (
-        # Sidekiq: LPUSH queue:<name>, BRPOP; oldest at -1; JSON enqueued_at (7.x float s, 8.x int ms)
-        _list("sidekiq", "", End.TAIL, False, False, "Sidekiq (Ruby): queue:<name>"),
-        # RQ: RPUSH rq:queue:<name> of ids, BLPOP; oldest at 0; rq:job:<id> enqueued_at (ISO UTC)
-        _list("rq", "rq", End.HEAD, True, True, "RQ (Python): rq:queue:<name>, workers, in flight"),
-        # BullMQ: LPUSH bull:<q>:wait, RPOPLPUSH to :active; oldest at -1; bull:<q>:<id> timestamp (ms)
-        _list("bullmq", "bull", End.TAIL, False, True, "BullMQ (Node.js): bull:<name>:wait, in flight"),
-        # Dramatiq: RPUSH dramatiq:<q>, LPOP; oldest at 0; dramatiq:<q>.msgs message_timestamp (ms)
-        _list("dramatiq", "dramatiq", End.HEAD, False, False, "Dramatiq (Python): dramatiq:<name>"),
+        # Sidekiq: LPUSH queue:<name>, BRPOP; oldest at -1; JSON enqueued_at (7.x float s, 8.x int
+        # ms); workers and in flight from the processes' heartbeats (brokers/redis_sidekiq.py)
+        _list(
+            "sidekiq", "", End.TAIL, True, True,
+            "Sidekiq (Ruby): queue:<name>, workers and in flight from the processes",
+            "brokers.redis_sidekiq:SidekiqAdapter",
+        ),
+        # RQ: RPUSH rq:queue:<name> of ids, BLPOP; oldest at 0; rq:job:<id> enqueued_at (ISO UTC);
+        # completions from the workers' job counters (brokers/redis_rq.py)
+        _list(
+            "rq", "rq", End.HEAD, True, True,
+            "RQ (Python): rq:queue:<name>, workers, in flight, completions",
+            "brokers.redis_rq:RQAdapter",
+        ),
+        # BullMQ: wait list, prioritized and delayed sets, active list, meta, id counter, events
+        # stream, workers in CLIENT LIST (brokers/redis_bullmq.py)
+        _list(
+            "bullmq", "bull", End.TAIL, True, True,
+            "BullMQ (Node.js): bull:<name>:wait/prioritized/delayed, workers, in flight, counts",
+            "brokers.redis_bullmq:BullMQAdapter", bullmq_model,
+        ),
+        # Dramatiq: RPUSH dramatiq:<q>, LPOP; oldest at 0; dramatiq:<q>.msgs message_timestamp (ms);
+        # in flight from the live workers' ack sets (brokers/redis_dramatiq.py)
+        _list(
+            "dramatiq", "dramatiq", End.HEAD, False, True,
+            "Dramatiq (Python): dramatiq:<name>, in flight from the ack sets",
+            "brokers.redis_dramatiq:DramatiqAdapter",
+        ),
         # Celery (kombu's Redis transport): LPUSH <q> and the priority lists <q><sep><step>
         # (kombu's defaults: \x06\x16 and steps 3, 6, 9; prioritySteps, prioritySeparator), BRPOP;
         # oldest at -1 of each; no enqueue time unless the producer adds one; in flight in the
@@ -55,8 +83,13 @@ FORMATS: dict[str, FormatInfo] = {
             "celery", REDIS, "", End.TAIL, False, True, _CELERY, "brokers.redis_celery:CeleryAdapter",
             celery_options, list_model, "Celery on Redis (kombu): <name> and its priority lists, in flight",
         ),
-        # Resque: RPUSH resque:queue:<name>, LPOP; oldest at 0; no enqueue time
-        _list("resque", "resque", End.HEAD, False, False, "Resque (Ruby): resque:queue:<name>"),
+        # Resque: RPUSH resque:queue:<name>, LPOP; oldest at 0; no enqueue time; workers and in
+        # flight from the worker registry (brokers/redis_resque.py)
+        _list(
+            "resque", "resque", End.HEAD, True, True,
+            "Resque (Ruby): resque:queue:<name>, workers and in flight from the registry",
+            "brokers.redis_resque:ResqueAdapter",
+        ),
         # Huey (RedisHuey): LPUSH huey.redis.<name>, BRPOP; oldest at -1; pickled, no enqueue time
         _list("huey", "huey.redis", End.TAIL, False, False, "Huey (Python): huey.redis.<name>"),
         # arq: sorted set <queue> (default arq:queue) scored by enqueue or defer-until ms

@@ -84,20 +84,6 @@ def rq_stamp(raw: Raw, now: float) -> Stamp:
     return _from_iso(text, "enqueued_at", now)
 
 
-def bullmq_stamp(raw: Raw, now: float) -> Stamp:
-    """The ``timestamp`` field of a BullMQ job hash: epoch milliseconds."""
-    if too_large(raw):
-        return Stamp(None, "timestamp", TOO_LARGE)
-    text = _text(raw)
-    if text is None:
-        return Stamp(None, "timestamp", MISSING_FIELD)
-    try:
-        millis = float(text)
-    except ValueError:
-        return Stamp(None, "timestamp", UNPARSEABLE)
-    return _checked(millis / 1000, "timestamp", now)
-
-
 def dramatiq_stamp(raw: Raw, now: float) -> Stamp:
     """A Dramatiq message (JSON, from the ``.msgs`` hash): ``message_timestamp`` in ms."""
     return list_stamp(raw, now, "message_timestamp", "ms")
@@ -170,7 +156,6 @@ def stamp_reader(format_name: str, path: str | None = None, unit: str = "auto") 
     readers: dict[str, StampReader] = {
         "sidekiq": sidekiq_stamp,
         "rq": rq_stamp,
-        "bullmq": bullmq_stamp,
         "dramatiq": dramatiq_stamp,
         "celery": lambda raw, now: celery_stamp(raw, now, path, unit),
         "resque": resque_stamp,

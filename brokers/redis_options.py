@@ -170,6 +170,12 @@ def list_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
     return SnapshotModel("list-marker", "payload" if timed else "", oldest.opposite)
 
 
+def bullmq_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
+    """BullMQ as its adapter reads it: arrivals from the id counter and completions from the
+    events stream (exact however fast the queue empties), jobs timed by their hashes."""
+    return SnapshotModel("bullmq-events", "payload", info.oldest_end.opposite)
+
+
 def stream_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
     """A stream read by a consumer group: the stream's counters, entry ids as enqueue times."""
     return SnapshotModel("stream-counters", "entry-id", info.oldest_end.opposite)

@@ -1,10 +1,10 @@
-"""Queues kept in Redis lists (Sidekiq, RQ, BullMQ, Dramatiq, Resque, Huey, lists) -> QueueSnapshot.
+"""Queues kept in Redis lists (Sidekiq, RQ, Dramatiq, Resque, Huey, lists) -> QueueSnapshot.
 
 One sample is one MULTI/EXEC round trip: the list's length, its oldest and newest elements and
 the position of the previous marker (``brokers.list_marker``), read by ``brokers.list_ends``,
 which sends an end's element only when it changed since the last sample and is at most
 ``payloads.MAX_PAYLOAD_BYTES`` long; and the format's other counts. Formats that keep the
-enqueue time in a job hash (RQ, BullMQ, Dramatiq) take a second round trip to read it, when the
+enqueue time in a job hash (RQ, Dramatiq) take a second round trip to read it, when the
 oldest job is not the one seen last time; a time field above the bound is measured
 (``HSTRLEN``) and not fetched. A job whose payload is too large, or nested too deep, has no
 time (warning ``payload_too_large`` or ``payload_too_deep``): the scaler then estimates the
@@ -16,10 +16,6 @@ Key names and list ends, as the installed libraries write them (``P`` is the key
 - rq: list ``P:queue:<q>`` of ids, RPUSH, oldest at the head; ``P:job:<id>`` field
   ``enqueued_at``; in flight = ZCARD ``P:wip:<q>`` (StartedJobRegistry); workers = SCARD
   ``P:workers:<q>``.
-- bullmq: list ``P:<q>:wait`` of ids, LPUSH, oldest at the tail; ``P:<q>:<id>`` field
-  ``timestamp``; in flight = LLEN ``P:<q>:active``; also waiting, their age unread: ZCARD
-  ``P:<q>:prioritized`` and LLEN ``P:<q>:paused`` (older BullMQ renamed ``wait`` to it on
-  pause; now pausing sets ``paused`` in hash ``P:<q>:meta`` and jobs stay in ``wait``).
 - dramatiq: list ``P:<q>`` of ids, RPUSH, oldest at the head; hash ``P:<q>.msgs`` id -> JSON
   message with ``message_timestamp``.
 - resque: list ``P:queue:<q>`` (redis-namespace ``resque``) of JSON ``{"class", "args"}``,
@@ -66,8 +62,6 @@ class Role(enum.Enum):
 
     IN_FLIGHT = "in_flight"
     CONSUMERS = "consumers"
-    #: jobs that wait outside the main list, so their age is not read
-    WAITING_ELSEWHERE = "waiting_elsewhere"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,18 +100,6 @@ def layout_for(source: QueueSource) -> Layout:
                     Count(Role.CONSUMERS, "SCARD", _key(p, "workers", q)),
                 ),
                 lambda id_: (rq_job + id_, b"enqueued_at"),
-            )
-        case "bullmq":
-            bull_job = _key(p, q, "").encode()
-            return Layout(
-                _key(p, q, "wait"),
-                oldest_end,
-                (
-                    Count(Role.IN_FLIGHT, "LLEN", _key(p, q, "active")),
-                    Count(Role.WAITING_ELSEWHERE, "ZCARD", _key(p, q, "prioritized")),
-                    Count(Role.WAITING_ELSEWHERE, "LLEN", _key(p, q, "paused")),
-                ),
-                lambda id_: (bull_job + id_, b"timestamp"),
             )
         case "dramatiq":
             messages = (_key(p, q) + ".msgs").encode()
@@ -169,15 +151,14 @@ class RedisQueueAdapter:
 
         ends = self._ends.observe(replies[0])
         extra = self._counts(replies[1:])
-        elsewhere = extra.get(Role.WAITING_ELSEWHERE, 0)
         stamp = await self._stamp(ends.oldest, observed_at)
         counts = ends.counts
         return QueueSnapshot(
             observed_at=observed_at,
-            depth=ends.length + elsewhere,
+            depth=ends.length,
             in_flight=extra.get(Role.IN_FLIGHT),
             oldest_enqueued_at=stamp.enqueued_at,
-            oldest_precision=_precision(stamp, waiting_elsewhere=elsewhere > 0),
+            oldest_precision=_precision(stamp),
             oldest_source=f"payload:{stamp.field}" if stamp.enqueued_at is not None else "",
             arrivals_total=counts.arrivals_total,
             completions_total=counts.completions_total,
@@ -231,11 +212,9 @@ class RedisQueueAdapter:
         return self._read_stamp(raw, math.inf)
 
 
-def _precision(stamp: Stamp, *, waiting_elsewhere: bool) -> Precision:
+def _precision(stamp: Stamp) -> Precision:
     if stamp.enqueued_at is None:
         return Precision.UNKNOWN
-    if waiting_elsewhere:  # jobs outside the list may be older
-        return Precision.LOWER_BOUND
     if stamp.warning is not None:  # clamped clock skew
         return Precision.ESTIMATE
     return Precision.EXACT

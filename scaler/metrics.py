@@ -72,6 +72,9 @@ class Metrics:
         self.depth = queue_gauge("queue_depth", "Jobs ready to run, not yet picked up")
         self.in_flight = queue_gauge("queue_in_flight", "Jobs picked up and not finished")
         self.consumers = queue_gauge("queue_consumers", "Workers attached to the queue")
+        self.paused = queue_gauge(
+            "queue_paused", "1 while the job library holds the queue paused (BullMQ), else 0"
+        )
         self.consumer_capacity = queue_gauge(
             "queue_consumer_capacity",
             "Share of time the queue could deliver to a consumer at once (RabbitMQ)",
@@ -196,6 +199,7 @@ class Metrics:
         self.depth.labels(*labels).set(_value(snapshot.depth))
         self.in_flight.labels(*labels).set(_value(snapshot.in_flight))
         self.consumers.labels(*labels).set(_value(snapshot.consumers))
+        self.paused.labels(*labels).set(_value(snapshot.paused))
         self.consumer_capacity.labels(*labels).set(_value(snapshot.consumer_capacity))
         # the age the policy uses (exact, estimated or a lower bound; NaN only when unknown): it
         # depends on the newest snapshot and the arrival history alone, not on any rate window
@@ -213,6 +217,7 @@ class Metrics:
             self.depth,
             self.in_flight,
             self.consumers,
+            self.paused,
             self.consumer_capacity,
             self.oldest_age,
         ):

@@ -35,6 +35,8 @@ class Reason(enum.StrEnum):
     LEARNING_THROUGHPUT = "learning throughput"
     CLAMPED = "clamped"
     DEPTH_UNKNOWN = "depth unknown"
+    #: the library holds the queue paused: more workers cannot help, fewer would stop jobs
+    PAUSED = "paused: holding the workers"
     #: arrivals are a lower bound or unknown, so scale-in goes one step per rateWindow
     SCALING_IN_SLOWLY = "scaling in slowly: arrivals are a lower bound or unknown"
 
@@ -132,24 +134,29 @@ def decide(
     ceiling, limiter = parts.workers, parts.limited_by
 
     desired = math.ceil(needed - 1e-9) if needed is not None else (signals.consumers or 0)
+    if signals.paused:  # hold what runs: nothing is taken while paused, and jobs still run
+        desired, reason = (workers_now or 0), Reason.PAUSED
     if signals.depth is None:  # nothing to decide from: hold what runs, report nothing
         desired = max(desired, spec.min_workers)
     if desired < spec.min_workers:
         desired, reason = spec.min_workers, Reason.MIN_WORKERS
-    if (signals.depth or signals.in_flight) and desired < 1:
+    if (signals.depth or signals.in_flight) and desired < 1 and not signals.paused:
         desired = 1
         reason = reason if reason is not Reason.IDLE else Reason.KEEPING_UP
-    desired, reason, state = _scale_in_on_uncertain_arrivals(
-        signals, spec, now, state, desired, reason
-    )
+    if not signals.paused:
+        desired, reason, state = _scale_in_on_uncertain_arrivals(
+            signals, spec, now, state, desired, reason
+        )
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
-    if desired == 0:
+    if desired == 0 and reason is not Reason.PAUSED:
         reason = Reason.IDLE
     if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
         state = replace(state, last_desired=desired)
 
     active = is_active(signals, spec)
+    if signals.paused:  # neither scale a paused queue's workers to zero nor up from zero
+        active = desired > 0
     if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
         # jobs may flow unseen: KEDA must not scale to zero while the step-down holds workers
         active = True
@@ -281,6 +288,8 @@ def _metric_value(
         return None
     if spec.metric is Metric.WORKERS:
         return float(desired)
+    if signals.paused:  # KEDA's Value type: ceil(ready × target / target) holds the replicas
+        return spec.metric_target
     figure = signals.oldest_age if spec.metric is Metric.AGE else signals.time_to_drain
     if figure.value is None:
         return None

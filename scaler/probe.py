@@ -99,6 +99,7 @@ def report(
         "depth": signals.depth,
         "in_flight": signals.in_flight,
         "consumers": signals.consumers,
+        "paused": signals.paused,
     }
     _figure(out, "oldest_age_seconds", signals.oldest_age)
     out["age_precision"] = out.pop("oldest_age_precision")

@@ -47,6 +47,8 @@ class QueueSignals:
     #: flow that keeps coming, without the backlog (nor a burst that arrived with the oldest
     #: job); None where the age, the counts or the span do not tell it
     flow_rate: float | None = None
+    #: whether the library holds the queue paused (BullMQ); None where not known
+    paused: bool | None = None
 
 
 def compute_signals(
@@ -72,6 +74,7 @@ def compute_signals(
         time_to_drain=_time_to_drain(latest.depth, arrival_rate, completion_rate),
         rate_span=span,
         flow_rate=_flow_rate(list(itertools.islice(history, base_index, None)), age, window),
+        paused=latest.paused,
     )
 
 

@@ -141,7 +141,7 @@ def test_probe_cli_prints_json_and_fails_clearly_on_bad_input(redis_url: str) ->
 @pytest.mark.parametrize(
     "metadata",
     [
-        pytest.param({"format": "sidekiq"}, id="sidekiq without workerThroughput"),
+        pytest.param({"format": "celery"}, id="celery without workerThroughput"),
         pytest.param({"format": "rq", "tragetAge": "30s"}, id="a misspelt key"),
         pytest.param({"format": "rq", "targetAge": "soon"}, id="a bad duration"),
         pytest.param({"format": "rq", "minWorkers": "5", "maxWorkers": "2"}, id="bounds crossed"),

@@ -7,10 +7,12 @@ its entries in the libraries' shared index sets) afterwards.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -23,8 +25,6 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 import rq
-from bullmq import Queue as BullQueue
-from bullmq import Worker as BullWorker
 from dramatiq.brokers.redis import RedisBroker
 
 from brokers.base import Precision, QueueAdapter, QueueSnapshot
@@ -33,6 +33,7 @@ from brokers.registry import open_adapter
 from scaler.errors import UNREACHABLE, BrokerUnavailable, QueueMisconfigured
 from scaler.spec import parse_metadata
 from tests.integration.conftest import RedisProcess
+from tests.integration.steady import Steady, assert_counts_match, sample_steady_traffic
 
 pytestmark = pytest.mark.integration
 
@@ -199,6 +200,54 @@ async def test_rq_oldest_job_at_the_head_with_workers_and_started_jobs(
     assert_age(snapshot, AGES[0], "payload:enqueued_at")
 
 
+async def test_rq_completions_from_the_workers_counters_when_the_queue_empties(
+    sync_redis: redis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    """Every job comes and goes between two samples: the list marker sees none of it, RQ's
+    workers count each one, and a worker that stopped is read once more from its hash."""
+    queue = rq_queue(sync_redis, janitor)
+    worker = rq.SimpleWorker([queue], connection=sync_redis, name=f"w-{janitor.token}")
+    janitor.members.append(("rq:workers", worker.key))
+    worker.register_birth()  # type: ignore[no-untyped-call]
+    adapter = open_queue("rq", queue.name)
+    before = await adapter.sample()
+    for i in range(5):
+        queue.enqueue("os.getcwd", job_id=f"{janitor.token}-ok-{i}")
+    queue.enqueue("os.listdir", "/no/such/dir", job_id=f"{janitor.token}-fails")
+    for _ in range(6):  # the worker runs them all, one after the other
+        taken = worker.dequeue_job_and_maintain_ttl(timeout=None)
+        assert taken is not None
+        job, job_queue = taken
+        worker.perform_job(job, job_queue, worker.prepare_execution(job))
+    worker.register_death()  # type: ignore[no-untyped-call]  # leaves the workers' sets
+    after = await adapter.sample()
+    assert after.depth == 0 and after.counts_source == "list-marker, rq-worker-counters"
+    assert after.completions_total - before.completions_total == 6  # type: ignore[operator]
+    assert not after.counts_exact  # the marker's arrivals are a lower bound: one flag for both
+
+
+async def test_rq_without_registered_workers_counts_by_the_list_marker(
+    sync_redis: redis.Redis, janitor: Janitor, open_queue: OpenQueue
+) -> None:
+    """Consumers that are not RQ's workers keep no counter: completions are the marker's."""
+    queue = rq_queue(sync_redis, janitor)
+    sync_redis.rpush(queue.key, *(f"{janitor.token}-b{i}" for i in range(100)))
+    ids = itertools.count()
+
+    def push() -> bool:
+        sync_redis.rpush(queue.key, f"{janitor.token}-{next(ids)}")
+        return True
+
+    def pop() -> bool:
+        return sync_redis.lpop(queue.key) is not None
+
+    producer, consumer = Steady(60, push), Steady(40, pop)
+    first, snapshots, last = await sample_steady_traffic(
+        open_queue("rq", queue.name), producer, consumer
+    )
+    assert_counts_match(first, snapshots, last, producer.done, consumer.done)
+
+
 async def test_rq_oldest_time_is_read_once_per_oldest_job(
     sync_redis: redis.Redis, r: aioredis.Redis, janitor: Janitor, open_queue: OpenQueue
 ) -> None:
@@ -284,8 +333,45 @@ async def test_dramatiq_oldest_message_at_the_head(
     layout = {} if namespace == "dramatiq" else {"keyPrefix": namespace}
     snapshot = await open_queue("dramatiq", queue, **layout).sample()
     assert snapshot.depth == 3
-    assert snapshot.in_flight is None
+    assert snapshot.in_flight == 0  # the producer's broker beats; no worker holds a message
+    assert snapshot.consumers is None
     assert_age(snapshot, AGES[0], "payload:message_timestamp")
+
+
+async def test_dramatiq_messages_a_real_worker_holds_are_in_flight(
+    dramatiq_broker: Callable[[str], RedisBroker],
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    namespace = f"ns-{janitor.token}"
+    broker = dramatiq_broker(namespace)
+    queue, release, running = janitor.name(), threading.Event(), threading.Semaphore(0)
+
+    def hold(n: int) -> None:
+        running.release()
+        release.wait(30)
+
+    actor = dramatiq.actor(broker=broker, actor_name=f"hold_{janitor.token}", queue_name=queue)(
+        hold
+    )
+    for n in range(6):
+        actor.send(n)
+    worker = dramatiq.Worker(broker, worker_threads=2, worker_timeout=100)
+    worker.start()
+    try:
+        for _ in range(2):
+            assert running.acquire(timeout=30)
+        snapshot = await open_queue("dramatiq", queue, keyPrefix=namespace).sample()
+        acks = [key async for key in r.scan_iter(match=f"{namespace}:__acks__.*.{queue}")]
+        held = sum([await r.scard(key) for key in acks])
+    finally:
+        release.set()
+        worker.stop()
+    # two run; the worker's consumer prefetched more, which count as in flight too
+    assert snapshot.in_flight is not None and snapshot.depth is not None
+    assert snapshot.in_flight >= 2 and snapshot.depth + snapshot.in_flight == 6
+    assert held == snapshot.in_flight
 
 
 async def test_dramatiq_message_not_json(
@@ -301,116 +387,6 @@ async def test_dramatiq_message_not_json(
     assert snapshot.depth == 3
     assert snapshot.oldest_enqueued_at is None
     assert snapshot.warnings == ("not_json",)
-
-
-# --- BullMQ -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def bull_queue(redis_url: str, janitor: Janitor) -> AsyncIterator[Callable[..., BullQueue]]:
-    queues: list[BullQueue] = []
-
-    def open_(prefix: str = "bull") -> BullQueue:
-        queue = BullQueue(janitor.name(), {"connection": redis_url, "prefix": prefix})
-        queues.append(queue)
-        return queue
-
-    yield open_
-    for queue in queues:
-        await queue.close()
-
-
-async def add_bull_jobs(
-    queue: BullQueue, r: aioredis.Redis, ages: tuple[float, ...], opts: dict[str, int] | None = None
-) -> None:
-    for seconds_ago in ages:
-        job = await queue.add("email", {"to": "user@example.com"}, opts or {})
-        await r.hset(f"{queue.prefix}:{queue.name}:{job.id}", "timestamp", ms_ago(seconds_ago))
-
-
-@pytest.mark.parametrize("prefix", ["bull", "myprefix"])
-async def test_bullmq_oldest_job_at_the_tail(
-    prefix: str,
-    bull_queue: Callable[..., BullQueue],
-    r: aioredis.Redis,
-    janitor: Janitor,
-    open_queue: OpenQueue,
-) -> None:
-    queue = bull_queue(prefix)
-    await add_bull_jobs(queue, r, AGES)
-    layout = {} if prefix == "bull" else {"keyPrefix": prefix}
-    snapshot = await open_queue("bullmq", queue.name, **layout).sample()
-    assert snapshot.depth == 3
-    assert snapshot.in_flight == 0
-    assert_age(snapshot, AGES[0], "payload:timestamp")
-
-
-async def test_bullmq_active_job_is_in_flight(
-    bull_queue: Callable[..., BullQueue],
-    redis_url: str,
-    r: aioredis.Redis,
-    janitor: Janitor,
-    open_queue: OpenQueue,
-) -> None:
-    queue = bull_queue()
-    await add_bull_jobs(queue, r, (40.0, *AGES))
-    started, release = asyncio.Event(), asyncio.Event()
-
-    async def process(job: object, token: str) -> None:
-        started.set()
-        await release.wait()
-
-    worker = BullWorker(queue.name, process, {"connection": redis_url})
-    try:
-        await asyncio.wait_for(started.wait(), 10)  # took the 40 s old job
-        snapshot = await open_queue("bullmq", queue.name).sample()
-    finally:
-        release.set()
-        await worker.close()
-    assert snapshot.depth == 3
-    assert snapshot.in_flight == 1
-    assert_age(snapshot, AGES[0], "payload:timestamp")
-
-
-async def test_bullmq_prioritized_jobs_count_and_make_the_age_a_lower_bound(
-    bull_queue: Callable[..., BullQueue], r: aioredis.Redis, open_queue: OpenQueue
-) -> None:
-    queue = bull_queue()
-    await add_bull_jobs(queue, r, (50.0,), {"priority": 5})
-    adapter = open_queue("bullmq", queue.name)
-    only_prioritized = await adapter.sample()
-    assert only_prioritized.depth == 1
-    assert only_prioritized.oldest_enqueued_at is None
-    assert only_prioritized.oldest_precision is Precision.UNKNOWN
-
-    await add_bull_jobs(queue, r, AGES)
-    snapshot = await adapter.sample()
-    assert snapshot.depth == 4
-    assert age(snapshot) == pytest.approx(AGES[0], abs=AGE_TOLERANCE)
-    assert snapshot.oldest_precision is Precision.LOWER_BOUND
-
-
-async def test_bullmq_paused_queue_still_counts(
-    bull_queue: Callable[..., BullQueue], r: aioredis.Redis, open_queue: OpenQueue
-) -> None:
-    queue = bull_queue()
-    await queue.pause()  # BullMQ 5: a flag in :meta; jobs still go to :wait
-    await add_bull_jobs(queue, r, AGES)
-    snapshot = await open_queue("bullmq", queue.name).sample()
-    assert snapshot.depth == 3
-    assert_age(snapshot, AGES[0], "payload:timestamp")
-
-
-async def test_bullmq_legacy_paused_list_counts(
-    bull_queue: Callable[..., BullQueue], r: aioredis.Redis, open_queue: OpenQueue
-) -> None:
-    queue = bull_queue()
-    await add_bull_jobs(queue, r, AGES)
-    # BullMQ before 5 paused a queue by renaming :wait to :paused
-    await r.rename(f"bull:{queue.name}:wait", f"bull:{queue.name}:paused")
-    snapshot = await open_queue("bullmq", queue.name).sample()
-    assert snapshot.depth == 3
-    assert snapshot.oldest_precision is Precision.UNKNOWN
 
 
 # --- Plain lists --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -116,6 +117,41 @@ async def test_resque_namespace_as_key_prefix_and_a_bad_timestamp(
     assert snapshot.depth == 2
     assert snapshot.oldest_enqueued_at is None
     assert snapshot.warnings == ("unparseable_timestamp",)
+
+
+async def test_resque_workers_and_in_flight_from_the_worker_registry(
+    r: aioredis.Redis, token: str, open_queue: Callable[..., QueueAdapter]
+) -> None:
+    """The registry as Resque 3.0 writes it (``register_worker``, ``working_on``,
+    ``heartbeat!``), under a namespace of this test's own."""
+    ns, queue = f"qas-{token}", "images"
+    now = time.time()
+
+    async def worker(id_: str, beat_ago: float | None, running: str | None = None) -> None:
+        await r.sadd(f"{ns}:workers", id_)
+        if beat_ago is not None:
+            beat = datetime.fromtimestamp(now - beat_ago, UTC).isoformat(timespec="seconds")
+            await r.hset(f"{ns}:workers:heartbeat", id_, beat)
+        if running is not None:
+            work = {
+                "queue": running,
+                "run_at": "2026-01-01T00:00:00Z",
+                "payload": json.loads(resque_job()),
+            }
+            await r.set(f"{ns}:worker:{id_}", json.dumps(work, separators=(",", ":")))
+
+    await r.rpush(f"{ns}:queue:{queue}", resque_job(), resque_job())
+    await worker("web-1:101:images,mail", 10, running=queue)
+    await worker("web-1:102:*", 20, running="mail")
+    await worker("web-2:201:im*,!imports", 30, running=queue)
+    await worker("web-2:202:mail", 40)  # another queue only
+    await worker(
+        "web-3:301:images", 301, running=queue
+    )  # its heartbeat is older than prune_interval
+    await worker("old-1:401:!images,*", None)  # skips the queue; no heartbeat (Resque before 2)
+    snapshot = await open_queue("resque", queue, keyPrefix=ns).sample()
+    assert snapshot.depth == 2
+    assert snapshot.consumers == 3 and snapshot.in_flight == 2
 
 
 async def test_resque_steady_traffic_counts_are_exact(

@@ -72,7 +72,7 @@ def test_bad_probes_are_named(dependencies: str, message: str) -> None:
 
 def test_age_metric_with_a_probe_needs_the_observed_workers() -> None:
     with pytest.raises(InvalidMetadata, match=r"^metric: metric age with a ceiling \(postgres\)"):
-        spec_of("postgres=probe:orders-pg/5", format="sidekiq", metric="age")
+        spec_of("postgres=probe:orders-pg/5", format="celery", metric="age")
 
 
 # -- the arithmetic of each probe ------------------------------------------------------------

@@ -135,7 +135,7 @@ def test_the_policy_clamps_at_the_knee_only_when_the_trigger_asks() -> None:
     ("metadata", "message"),
     [
         ({"learnKnee": "yes"}, "learnKnee: got 'yes'; expected true or false"),
-        ({"learnKnee": "true", "format": "sidekiq"}, "format sidekiq does not report attached workers"),
+        ({"learnKnee": "true", "format": "huey"}, "format huey does not report attached workers"),
         ({"learnKnee": "true", "dependencies": "knee=10/1"}, "'knee' names the learned knee's part"),
     ],
 )  # fmt: skip

@@ -40,10 +40,12 @@ def test_each_format_shows_what_it_reports() -> None:
     queue = broker.queue("orders")
     queue.take(1)
     queue.consumers = 4
-    sidekiq = broker.open(source("sidekiq")).read(200.0)
-    assert (sidekiq.depth, sidekiq.in_flight, sidekiq.consumers) == (2, None, None)
-    assert (sidekiq.oldest_enqueued_at, sidekiq.oldest_precision) == (101.0, Precision.EXACT)
-    assert sidekiq.oldest_source == "payload"
+    dramatiq = broker.open(source("dramatiq")).read(200.0)  # in flight, but no workers
+    assert (dramatiq.depth, dramatiq.in_flight, dramatiq.consumers) == (2, 1, None)
+    assert (dramatiq.oldest_enqueued_at, dramatiq.oldest_precision) == (101.0, Precision.EXACT)
+    assert dramatiq.oldest_source == "payload"
+    timeless = broker.open(source("list")).read(200.0)  # a plain list shows neither
+    assert (timeless.depth, timeless.in_flight, timeless.consumers) == (2, None, None)
     rq = broker.open(source("rq")).read(200.0)
     assert (rq.depth, rq.in_flight, rq.consumers) == (2, 1, 4)
     resque = broker.open(source("resque")).read(200.0)  # resque jobs carry no enqueue time

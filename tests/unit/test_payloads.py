@@ -22,7 +22,6 @@ from brokers.payloads import (
     UNPARSEABLE,
     Raw,
     Stamp,
-    bullmq_stamp,
     celery_stamp,
     checked_at,
     dramatiq_stamp,
@@ -107,10 +106,6 @@ def test_rq_without_fraction() -> None:
     assert rq_stamp("2025-10-09T08:52:37Z", NOW) == Stamp(NOW - 43, "enqueued_at")
 
 
-def test_bullmq() -> None:
-    assert bullmq_stamp(str(int(T * 1000)).encode(), NOW) == Stamp(T, "timestamp")
-
-
 def test_dramatiq() -> None:
     assert dramatiq_stamp(dramatiq_message(), NOW) == Stamp(T, "message_timestamp")
 
@@ -175,10 +170,6 @@ BAD: list[tuple[str, str, Raw, str]] = [
     ("rq", "1999", b"1999-12-31T23:59:59Z", ABSURD),
     ("rq", "a day ahead", b"2025-10-10T08:53:20Z", ABSURD),
     ("rq", "not utf-8", b"\xff\xfe2025", UNPARSEABLE),
-    ("bullmq", "no field", None, MISSING_FIELD),
-    ("bullmq", "not a number", b"now", UNPARSEABLE),
-    ("bullmq", "seconds not ms", str(int(T)).encode(), ABSURD),
-    ("bullmq", "huge", b"9" * 400, ABSURD),
     ("dramatiq", "not json", b"\x80\x04\x95pickle", NOT_JSON),
     ("dramatiq", "no field", dramatiq_message(message_timestamp=None), MISSING_FIELD),
     ("dramatiq", "string time", dramatiq_message(message_timestamp="soon"), UNPARSEABLE),
@@ -244,12 +235,12 @@ def test_clock_skew_clamps_the_age_to_zero(format_name: str, ahead: float) -> No
 
 
 def test_skew_limit_is_five_minutes() -> None:
-    assert bullmq_stamp(str((NOW + 301) * 1000), NOW).warning == ABSURD
-    assert bullmq_stamp(str((NOW + 299) * 1000), NOW).warning == FUTURE
+    assert checked_at(Stamp(NOW + 301, "timestamp"), NOW).warning == ABSURD
+    assert checked_at(Stamp(NOW + 299, "timestamp"), NOW).warning == FUTURE
 
 
 def test_exactly_now_is_age_zero_without_warning() -> None:
-    assert bullmq_stamp(str(NOW * 1000), NOW) == Stamp(NOW, "timestamp")
+    assert checked_at(Stamp(NOW, "timestamp"), NOW) == Stamp(NOW, "timestamp")
 
 
 # --- Resque -------------------------------------------------------------------------------------
@@ -408,7 +399,7 @@ def test_a_payload_at_the_depth_bound_is_read() -> None:
     assert sidekiq_stamp(nested(MAX_PAYLOAD_DEPTH), NOW) == Stamp(T, "enqueued_at")
 
 
-@pytest.mark.parametrize("format_name", ["sidekiq", "list", "rq", "bullmq", "dramatiq"])
+@pytest.mark.parametrize("format_name", ["sidekiq", "list", "rq", "dramatiq"])
 def test_a_payload_above_the_size_bound_is_skipped_with_a_warning(format_name: str) -> None:
     raw = sidekiq_job(args=["x" * MAX_PAYLOAD_BYTES])
     stamp = stamp_reader(format_name, "enqueued_at")(raw.encode(), NOW)

@@ -44,6 +44,7 @@ def signals_of(
     completions: float | None = None,
     rate_precision: Precision = Precision.EXACT,
     flow: float | None = None,
+    paused: bool | None = None,
 ) -> QueueSignals:
     """Signals as compute_signals would give them; time to drain follows from depth and rates."""
     if depth == 0:
@@ -67,6 +68,7 @@ def signals_of(
         time_to_drain=drain,
         rate_span=60.0,
         flow_rate=flow,
+        paused=paused,
     )
 
 
@@ -759,3 +761,54 @@ def test_utilisation(
     )
     decision, _ = run(spec, signals)
     assert decision.utilisation == (pytest.approx(expected) if expected is not None else None)
+
+
+# --- paused queues --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("signals", "state", "workers"),
+    [
+        # a backlog far over target: more workers would take nothing
+        (
+            signals_of(
+                paused=True, depth=500, consumers=4, age=900.0, arrivals=5.0, completions=0.0
+            ),
+            None,
+            4,
+        ),
+        # idle with jobs in flight: scaling to zero would stop them
+        (
+            signals_of(
+                paused=True, depth=0, in_flight=3, consumers=3, arrivals=0.0, completions=0.0
+            ),
+            None,
+            3,
+        ),
+        # workers not shown: the previous answer is held
+        (signals_of(paused=True, depth=50, age=100.0), PolicyState(last_desired=6), 6),
+        # nothing runs, none known: stays at zero, however many wait
+        (signals_of(paused=True, depth=50, consumers=0, age=100.0), None, 0),
+    ],
+)
+def test_a_paused_queue_holds_the_current_workers(
+    signals: QueueSignals, state: PolicyState | None, workers: int
+) -> None:
+    decision, _ = run(spec_of(workerThroughput="1"), signals, state)
+    assert decision.desired_workers == workers
+    assert decision.reason is Reason.PAUSED
+    assert decision.metric_value == workers
+    assert decision.active is (workers > 0)
+
+
+def test_a_paused_queue_still_obeys_the_bounds() -> None:
+    signals = signals_of(paused=True, depth=10, consumers=9, age=5.0)
+    assert run(spec_of(workerThroughput="1", maxWorkers="5"), signals)[0].desired_workers == 5
+    low = signals_of(paused=True, depth=10, consumers=1, age=5.0)
+    assert run(spec_of(workerThroughput="1", minWorkers="2"), low)[0].desired_workers == 2
+
+
+def test_a_paused_queue_holds_the_replicas_on_the_age_metric() -> None:
+    spec = spec_of(workerThroughput="1", metric="age", targetAge="30s")
+    decision, _ = run(spec, signals_of(paused=True, depth=10, consumers=4, age=600.0))
+    assert decision.metric_value == spec.metric_target  # KEDA: ceil(4 × 30 / 30) = 4

@@ -170,8 +170,8 @@ async def test_another_metric_name_is_invalid_argument_naming_both(scaler: Scale
 
 
 async def test_bad_metadata_is_invalid_argument_naming_the_keys_to_set(scaler: Scaler) -> None:
-    so = ref()
-    del so.scalerMetadata["workerThroughput"]  # sidekiq shows no workers: nothing to learn from
+    so = ref(format="huey")
+    del so.scalerMetadata["workerThroughput"]  # huey shows no workers: nothing to learn from
     for call in (
         scaler.stub.GetMetricSpec(so),
         scaler.stub.GetMetrics(metrics_request(so)),

@@ -367,6 +367,8 @@ def test_metric_target(metric: str, target: float) -> None:
 
 RQ = {"url": URL, "queue": "q", "format": "rq"}
 SIDEKIQ = {"url": URL, "queue": "q", "format": "sidekiq", "workerThroughput": "1"}
+#: a format that shows no workers (Celery over Redis keeps no record of them)
+CELERY = {"url": URL, "queue": "q", "format": "celery", "workerThroughput": "1"}
 
 
 @pytest.mark.parametrize(
@@ -595,28 +597,28 @@ SIDEKIQ = {"url": URL, "queue": "q", "format": "sidekiq", "workerThroughput": "1
             id="bad oldestEnd",
         ),
         pytest.param(
-            SIDEKIQ | {"metric": "age", "maxWorkers": "10"},
+            CELERY | {"metric": "age", "maxWorkers": "10"},
             "metric",
-            ["metric age", "maxWorkers", "sidekiq", "metric workers", "maxReplicaCount"],
-            id="metric age with ceiling on sidekiq",
+            ["metric age", "maxWorkers", "celery", "metric workers", "maxReplicaCount"],
+            id="metric age with ceiling on celery",
         ),
         pytest.param(
-            SIDEKIQ | {"metric": "drainTime", "dependencies": "postgres=100/5"},
+            CELERY | {"metric": "drainTime", "dependencies": "postgres=100/5"},
             "metric",
             ["metric drainTime", "postgres", "metric workers"],
-            id="metric drainTime with dependency on sidekiq",
+            id="metric drainTime with dependency on celery",
         ),
         pytest.param(
-            {"url": URL, "queue": "q", "format": "sidekiq"},
+            {"url": URL, "queue": "q", "format": "celery"},
             "workerThroughput",
-            ["missing", "sidekiq", "workerThroughput", "jobDuration", "workerConcurrency"],
-            id="sidekiq without capacity",
+            ["missing", "celery", "workerThroughput", "jobDuration", "workerConcurrency"],
+            id="celery without capacity",
         ),
         pytest.param(
-            {"url": URL, "queue": "q", "format": "bullmq"},
+            {"url": URL, "queue": "q", "format": "huey"},
             "workerThroughput",
-            ["missing", "bullmq", "jobDuration"],
-            id="bullmq without capacity",
+            ["missing", "huey", "jobDuration"],
+            id="huey without capacity",
         ),
     ],
 )
@@ -667,7 +669,7 @@ def test_bad_dependencies(dependencies: str, fragments: list[str]) -> None:
         pytest.param({"url": SECRET_URL, "queue": "q", "broker": "rabbitmq"}, id="mismatch"),
         pytest.param({"url": SECRET_URL, "queue": "q", "broker": "kafka"}, id="bad broker"),
         pytest.param({"url": SECRET_URL, "urlFromEnv": SECRET_URL, "queue": "q"}, id="both"),
-        pytest.param({"url": SECRET_URL, "queue": "q", "format": "sidekiq"}, id="no capacity"),
+        pytest.param({"url": SECRET_URL, "queue": "q", "format": "celery"}, id="no capacity"),
         pytest.param({"url": f"http://:{SECRET}@redis:6379", "queue": "q"}, id="unknown scheme"),
         pytest.param(
             {"url": f"amqp://guest:{SECRET}@rabbit:5672/?keyfile=k", "queue": "q"}, id="rabbitmq"
