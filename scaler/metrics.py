@@ -21,12 +21,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from wsgiref.simple_server import WSGIServer
 
+    from brokers.base import QueueSource
     from scaler.arrival_history import ArrivalHistory
     from scaler.ceilings.headroom import Headroom
     from scaler.ceilings.limit import Ceiling
     from scaler.policy import Decision
     from scaler.signals import QueueSignals
-    from scaler.trigger_spec import QueueSource, TriggerSpec
+    from scaler.trigger_spec import TriggerSpec
 
 PREFIX = "queue_age_scaler"
 QUEUE_LABELS = ("broker", "queue", "format")

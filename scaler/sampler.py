@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 
-from brokers.base import AdapterFactory, QueueAdapter, QueueSnapshot
+from brokers.base import AdapterFactory, QueueAdapter, QueueSnapshot, QueueSource
 from brokers.connections import Connections
 from scaler.errors import (
     BrokerUnreachable,
@@ -32,7 +32,7 @@ from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.sample_history import SampleHistory
 from scaler.sample_schedule import LIVE_FOR, Demand, Demands, pause_after
-from scaler.trigger_spec import QueueSource, TriggerSpec
+from scaler.trigger_spec import TriggerSpec
 
 log = logging.getLogger(__name__)
 

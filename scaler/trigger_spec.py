@@ -1,6 +1,6 @@
 """What a trigger asks for, parsed: the frozen :class:`TriggerSpec`, its queue source and its
 shared dependencies (:mod:`scaler.spec` builds them from KEDA's metadata). The queue source is
-the adapter contract's (:class:`brokers.base.QueueSource`), re-exported here."""
+the adapter contract's (:class:`brokers.base.QueueSource`)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,6 @@ import re
 from dataclasses import dataclass, field
 
 from brokers.base import QueueSource
-
-__all__ = [
-    "DEFAULT_RATE_WINDOW",
-    "DEFAULT_SAMPLE_INTERVAL",
-    "DEFAULT_TARGET_AGE",
-    "Dependency",
-    "Metric",
-    "QueueSource",
-    "TriggerSpec",
-]
 
 DEFAULT_TARGET_AGE = 60.0
 DEFAULT_RATE_WINDOW = 60.0

@@ -19,6 +19,7 @@ import grpc
 import pytest
 import redis
 
+from brokers.base import QueueSource
 from brokers.connections import Connections
 from brokers.formats import End
 from brokers.redis_options import ListLayout
@@ -26,7 +27,6 @@ from brokers.redis_queues import RedisQueueAdapter
 from scaler.errors import NOT_THE_BROKER, REFUSED, UNREACHABLE, BrokerUnreachable
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
-from scaler.trigger_spec import QueueSource
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration

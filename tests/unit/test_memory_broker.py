@@ -8,12 +8,11 @@ import asyncio
 
 import pytest
 
-from brokers.base import Precision
+from brokers.base import Precision, QueueSource
 from brokers.list_marker import MIN_MAXLEN
 from brokers.memory import MemoryBroker, MemoryJob
 from scaler.errors import BrokerUnreachable, QueueMisconfigured
 from scaler.spec import parse_metadata
-from scaler.trigger_spec import QueueSource
 
 
 def source(fmt: str, **keys: str) -> QueueSource:

@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from brokers.base import Precision, QueueSnapshot
+from brokers.base import Precision, QueueSnapshot, QueueSource
 from brokers.formats import End
 from brokers.redis_options import ListLayout
 from scaler.arrival_history import ArrivalHistory
 from scaler.metrics import PREFIX, Metrics
 from scaler.signals import compute_signals
-from scaler.trigger_spec import QueueSource
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "queue-age-scaler.json"

@@ -12,14 +12,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from brokers.base import QueueSnapshot
+from brokers.base import QueueSnapshot, QueueSource
 from brokers.connections import Connections
 from brokers.formats import End
 from brokers.redis_options import ListLayout
 from scaler.errors import BrokerUnavailable, SampleStale, Unavailable
 from scaler.metrics import Metrics
 from scaler.sampler import SamplerRegistry
-from scaler.trigger_spec import QueueSource, TriggerSpec
+from scaler.trigger_spec import TriggerSpec
 
 
 def source(queue: str = "q") -> QueueSource:

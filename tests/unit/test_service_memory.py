@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import grpc
 import pytest
 
-from brokers.base import AdapterFactory
+from brokers.base import AdapterFactory, QueueSource
 from brokers.connections import Connections
 from brokers.memory import MemoryAdapter, MemoryBroker
 from scaler.generated import externalscaler_pb2 as pb
@@ -22,7 +22,6 @@ from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.sampler import IDLE_AFTER
 from scaler.server import RunningServer, ServerConfig, running_server
 from scaler.service import FIRST_SAMPLE_TIMEOUT
-from scaler.trigger_spec import QueueSource
 
 #: a bound on waits for what should happen within a sample or two (never a timing assertion)
 DEADLINE = 10.0

@@ -9,11 +9,12 @@ from collections.abc import Mapping
 import pytest
 from redis.asyncio.connection import ConnectionPool
 
+from brokers.base import QueueSource
 from brokers.formats import End
 from brokers.redis_options import CeleryLayout, ListLayout
 from scaler.errors import InvalidMetadata
 from scaler.spec import parse_metadata
-from scaler.trigger_spec import Dependency, Metric, QueueSource, TriggerSpec
+from scaler.trigger_spec import Dependency, Metric, TriggerSpec
 
 URL = "redis://localhost:6379/0"
 SECRET = "hunter2"
