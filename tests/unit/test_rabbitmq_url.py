@@ -68,8 +68,7 @@ def test_a_ca_file_is_read_again_on_each_connection(tmp_path: Path) -> None:
     path.write_bytes(Authority("rotated CA").issued.cert_pem)
     second = tls.context()
     assert second is not first
-    names = [dict(item[0] for item in ca["subject"])["commonName"] for ca in second.get_ca_certs()]
-    assert names == ["rotated CA"]
+    assert [ca["subject"] for ca in second.get_ca_certs()] == [((("commonName", "rotated CA"),),)]
 
 
 def test_the_management_api_is_derived_from_the_amqp_url() -> None:
