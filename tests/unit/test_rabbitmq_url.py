@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from brokers.rabbitmq_url import Tls, management_endpoint, parse_amqp_url
-from tests.certs import Authority
 from scaler.profiles import Profile
 from scaler.spec import parse_metadata
+from tests.certs import Authority
 
 SECRET = "s3cr3t-pw"
 
