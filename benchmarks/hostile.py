@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 import grpc
 import redis.asyncio as aioredis
 
+from benchmarks.bench_servers import wait_ready
 from benchmarks.processes import ROOT, free_port, process_cpu
 from benchmarks.sidekiq_redis import create_queues, delete_queues, private_redis
 from scaler.generated import externalscaler_pb2 as pb
@@ -260,7 +261,7 @@ async def measure(
     silent: int,
     log_path: Path,
 ) -> int:
-    await asyncio.sleep(2.0)  # the server starts
+    await wait_ready("ours", port, log_path)
     closed = free_port()
     # the healthy queues' Redis (a hostile tenant may name it too), PostgreSQL, RabbitMQ's AMQP
     # port (a real broker for amqp://, no Redis), the scaler's own /metrics, silent and closed
