@@ -37,6 +37,7 @@ from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.signals import QueueSignals, compute_signals
 from scaler.spec import parse_metadata
+from scaler.spec_cache import SpecCache
 from scaler.trigger_spec import TriggerSpec
 from scaler.url_policy import OPEN_URLS, UrlPolicy
 
@@ -46,8 +47,6 @@ log = logging.getLogger(__name__)
 FIRST_SAMPLE_TIMEOUT = 1.0
 #: while active, StreamIsActive repeats ``true`` this often
 STREAM_REPEAT = 1.0
-#: distinct (namespace, metadata) pairs whose parsed spec is kept
-SPEC_CACHE_SIZE = 4096
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
@@ -151,7 +150,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._triggers: dict[TriggerKey, _Trigger] = {}
         self._swept = time.monotonic()
         self.shutting_down = asyncio.Event()
-        self._parse = functools.lru_cache(maxsize=SPEC_CACHE_SIZE)(self._parse_uncached)
+        self._specs = SpecCache(self._parse_uncached)
 
     # -- the four RPCs ------------------------------------------------------------------------
 
@@ -264,11 +263,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
         self._limits.check_metadata(ref.scalerMetadata)  # before the cache keeps a large map
         # by namespace too: whether a profile may be used depends on it
-        return self._parse(ref.namespace, frozenset(ref.scalerMetadata.items()))
+        return self._specs.get(ref.namespace, ref.scalerMetadata)
 
-    def _parse_uncached(self, namespace: str, items: frozenset[tuple[str, str]]) -> TriggerSpec:
+    def _parse_uncached(self, namespace: str, metadata: Mapping[str, str]) -> TriggerSpec:
         return parse_metadata(
-            dict(items), self._profiles, namespace=namespace, urls=self._urls, bounds=self._bounds
+            metadata, self._profiles, namespace=namespace, urls=self._urls, bounds=self._bounds
         )
 
     async def evaluate(
