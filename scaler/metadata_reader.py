@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from scaler.durations import parse_duration
@@ -30,6 +31,18 @@ VALUE_KEYS = frozenset(
 )  # fmt: skip
 _ALL_KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {k + FROM_ENV for k in VALUE_KEYS})
 T = TypeVar("T")
+#: what a mistyped key or choice looks like; only such words get a suggestion
+_WORD = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+
+def nearest(word: str, choices: Sequence[str], *, cutoff: float) -> str | None:
+    """The choice nearest to a mistyped ``word``, if one is near enough. None at once for what is
+    no typo of a word (spaces, quotes, control or non-ASCII characters, over 64 characters):
+    difflib's comparison with every choice was most of the cost of refusing random keys."""
+    if not _WORD.fullmatch(word):
+        return None
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
+    return close[0] if close else None
 
 
 def resolve_keys(metadata: Mapping[str, str]) -> dict[str, str]:
@@ -40,8 +53,8 @@ def resolve_keys(metadata: Mapping[str, str]) -> dict[str, str]:
             continue
         base = key.removesuffix(FROM_ENV) if key.endswith(FROM_ENV) else key
         if base not in VALUE_KEYS:
-            close = difflib.get_close_matches(key, _ALL_KEYS, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            close = nearest(key, _ALL_KEYS, cutoff=0.6)
+            hint = f"; did you mean {close!r}?" if close else ""
             raise InvalidMetadata(
                 key,
                 f"unknown key (value {shown_value(key, value)}){hint} Valid keys: {', '.join(sorted(VALUE_KEYS))}",
@@ -112,7 +125,7 @@ class MetadataReader:
         if text is None:
             return default
         if text not in choices:
-            close = difflib.get_close_matches(text, choices, n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            close = nearest(text, choices, cutoff=0.5)
+            hint = f" (did you mean {close!r}?)" if close else ""
             raise self.fail(key, f"one of {', '.join(choices)}{hint}")
         return text
