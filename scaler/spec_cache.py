@@ -60,21 +60,34 @@ class SpecCache:
         self.refusals: _Lru[ScalerError] = _Lru(refusals)
 
     def get(self, namespace: str, metadata: Mapping[str, str]) -> TriggerSpec:
-        key = (namespace, frozenset(metadata.items()))
+        key = spec_key(namespace, metadata)
+        spec = self.cached(key)
+        return spec if spec is not None else self.parse(key, namespace, metadata)
+
+    def cached(self, key: Key) -> TriggerSpec | None:
+        """The spec kept for ``key``; raises the refusal kept for it; None for a key not seen."""
         spec = self.specs.get(key)
         if spec is not None:
             return spec
         refused = self.refusals.get(key)
-        if refused is None:
-            try:
-                spec = self._parse(namespace, metadata)
-            except (InvalidMetadata, PermissionDenied) as error:
-                refused = _bare(error)
-                self.refusals.put(key, refused)
-            else:
-                self.specs.put(key, spec)
-                return spec
-        raise _copy(refused)
+        if refused is not None:
+            raise _copy(refused)
+        return None
+
+    def parse(self, key: Key, namespace: str, metadata: Mapping[str, str]) -> TriggerSpec:
+        """Parse and keep the spec, or the refusal (raised)."""
+        try:
+            spec = self._parse(namespace, metadata)
+        except (InvalidMetadata, PermissionDenied) as error:
+            refused = _bare(error)
+            self.refusals.put(key, refused)
+            raise _copy(refused) from None
+        self.specs.put(key, spec)
+        return spec
+
+
+def spec_key(namespace: str, metadata: Mapping[str, str]) -> Key:
+    return namespace, frozenset(metadata.items())
 
 
 def _bare(error: ScalerError) -> ScalerError:

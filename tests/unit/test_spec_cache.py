@@ -1,13 +1,20 @@
 """The spec cache: a repeated map costs one parse, refused or not; a flood of distinct refused
-maps does not push the healthy specs out; both kinds are bounded."""
+maps does not push the healthy specs out; both kinds are bounded; the service answers calls
+from cached specs before it parses maps it has not seen."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping
 
 import pytest
 
 from scaler.errors import InvalidMetadata, PermissionDenied
+from scaler.generated import externalscaler_pb2 as pb
+from scaler.metrics import Metrics
+from scaler.sampler import SamplerRegistry
+from scaler.service import ExternalScalerService
 from scaler.spec import parse_metadata
 from scaler.spec_cache import SpecCache
 from scaler.trigger_spec import TriggerSpec
@@ -66,3 +73,26 @@ def test_distinct_refusals_do_not_push_the_specs_out_and_both_are_bounded() -> N
     assert parse.calls == calls + 1
     cache.get("shop", healthy[0])  # the least recently used made room for the ninth
     assert parse.calls == calls + 2
+
+
+async def test_calls_for_parsed_triggers_go_before_the_parses_of_new_maps() -> None:
+    def no_adapter(source: object) -> object:
+        raise AssertionError("spec_of starts no sampler")
+
+    metrics = Metrics()
+    service = ExternalScalerService(SamplerRegistry(no_adapter, metrics), metrics, {})  # type: ignore[arg-type]
+    healthy = pb.ScaledObjectRef(name="orders", namespace="shop", scalerMetadata=GOOD)
+    await service.spec_of(healthy)
+    done: list[str] = []
+
+    async def call(ref: pb.ScaledObjectRef, label: str) -> None:
+        with contextlib.suppress(InvalidMetadata):
+            await service.spec_of(ref)
+        done.append(label)
+
+    flood = [
+        pb.ScaledObjectRef(name="fuzz", namespace="x", scalerMetadata={**GOOD, f"junk{i}": "1"})
+        for i in range(50)
+    ]  # all due before the healthy call, which arrives last
+    await asyncio.gather(*(call(ref, "new") for ref in flood), call(healthy, "cached"))
+    assert done.index("cached") == 0 and len(done) == 51
