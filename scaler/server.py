@@ -30,7 +30,7 @@ from scaler.errors import CannotListen
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
-from scaler.memory import freeze_startup_objects
+from scaler.memory import freeze_startup_objects, release_free_memory_every
 from scaler.metrics import Metrics
 from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, AdapterFactory, SamplerRegistry
@@ -313,5 +313,7 @@ async def serve(config: ServerConfig) -> None:
         log.debug(
             "%d objects made at start left out of garbage collection", freeze_startup_objects()
         )
+        trimming = asyncio.create_task(release_free_memory_every())
         await stop.wait()
+        trimming.cancel()
         _exit_after(config.grace + FORCE_EXIT_AFTER_GRACE)
