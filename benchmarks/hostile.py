@@ -6,7 +6,10 @@ while a flood of random and malformed metadata maps arrives at the same server.
 
 The fuzzed maps carry known keys with broken values, unknown keys, unicode, NUL bytes, 1 MB values,
 10,000-entry maps, and URLs to local ports that are no broker (PostgreSQL, an HTTP server, a closed
-port) and to a port that accepts and never replies. Every address is on 127.0.0.1.
+port) and to a port that accepts and never replies; ``--plausible`` of them (7 %) are valid
+triggers, each on a queue of its own, that start samplers. Every address is on 127.0.0.1. The
+flood comes from a process of its own, so that the healthy calls' figures are not the
+benchmark's own event loop busy building maps.
 
 Printed: the codes answered per RPC to the flood, the healthy calls' p50/p99 latency and errors
 during and after the flood, the server's RSS (peak, and at the end), the log bytes it wrote,
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import random
 import statistics
 import string
@@ -29,10 +33,12 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import grpc
 import redis.asyncio as aioredis
 
+from benchmarks.bench_servers import wait_ready
 from benchmarks.processes import ROOT, free_port, process_cpu
 from benchmarks.sidekiq_redis import create_queues, delete_queues, private_redis
 from scaler.generated import externalscaler_pb2 as pb
@@ -41,6 +47,15 @@ from scaler.metadata_reader import KEDA_KEYS, VALUE_KEYS
 
 KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {key + "FromEnv" for key in VALUE_KEYS})
 RPCS = ("GetMetricSpec", "GetMetrics", "IsActive", "StreamIsActive")
+REDIS_FORMATS = ("sidekiq", "rq", "bullmq", "dramatiq", "resque", "huey", "list", "celery", "arq")
+#: optional keys of a plausible trigger, with valid values
+OPTIONAL = {
+    "targetAge": ("30s", "2m"),
+    "sampleInterval": ("1s", "2s", "5s"),
+    "maxWorkers": ("10", "50"),
+    "rateWindow": ("60s", "5m"),
+    "activationDepth": ("1", "5"),
+}
 
 
 def rss_kib(pid: int) -> int:
@@ -53,9 +68,11 @@ def rss_kib(pid: int) -> int:
 class Fuzz:
     """Random metadata maps, broken and hostile; every URL points at 127.0.0.1."""
 
-    def __init__(self, seed: int, ports: Sequence[int]) -> None:
+    def __init__(self, seed: int, ports: Sequence[int], plausible_share: float) -> None:
         self.rng = random.Random(seed)
         self.ports = list(ports)
+        #: the share of maps that are valid triggers (the rest rarely parse)
+        self.plausible_share = plausible_share
 
     def text(self, size: int = 20) -> str:
         alphabet = string.printable + "äßçπ漢字\u202e\x00"
@@ -84,8 +101,25 @@ class Fuzz:
             return "v" * 1_000_000
         return self.text()
 
+    def plausible(self) -> dict[str, str]:
+        """A trigger as a tenant would write it, with valid values: it parses and starts a
+        sampler of a queue of its own (on a real Redis, or on a port that is no broker)."""
+        r = self.rng
+        port = r.choice(self.ports)
+        if r.random() < 0.8:
+            url, form = f"redis://127.0.0.1:{port}/0", r.choice(REDIS_FORMATS)
+        else:
+            url, form = f"amqp://guest:guest@127.0.0.1:{port}/%2F", "amqp"
+        values = {"url": url, "queue": f"fuzz-{r.getrandbits(48):012x}", "format": form}
+        values["workerThroughput"] = r.choice(["1", "0.5", "20"])
+        for key in r.sample(sorted(OPTIONAL), r.randint(0, 2)):
+            values[key] = r.choice(OPTIONAL[key])
+        return values
+
     def metadata(self) -> dict[str, str]:
         r = self.rng
+        if r.random() < self.plausible_share:
+            return self.plausible()
         if r.random() < 0.005:
             return {f"k{i}": "v" for i in range(10_000)}
         values = {"queue": f"fuzz-{self.text(8)}", "url": self.url()}
@@ -227,9 +261,11 @@ async def measure(
     silent: int,
     log_path: Path,
 ) -> int:
-    await asyncio.sleep(2.0)  # the server starts
+    await wait_ready("ours", port, log_path)
     closed = free_port()
-    fuzz = Fuzz(options.seed, [6379, 5432, 5672, metrics_port, silent, closed])
+    # the healthy queues' Redis (a hostile tenant may name it too), PostgreSQL, RabbitMQ's AMQP
+    # port (a real broker for amqp://, no Redis), the scaler's own /metrics, silent and closed
+    ports = [urlsplit(redis_url).port or 6379, 5432, 5672, metrics_port, silent, closed]
     objects = [
         pb.ScaledObjectRef(
             name=f"healthy-{i}",
@@ -245,7 +281,6 @@ async def measure(
         for i in range(options.objects)
     ]
     healthy, phase = Healthy(), ["warm-up"]
-    codes: dict[str, Counter[str]] = {rpc: Counter() for rpc in RPCS}
     peak, cpu0 = 0, process_cpu(pid)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = pb_grpc.ExternalScalerStub(channel)
@@ -256,17 +291,20 @@ async def measure(
         rss_before = rss_kib(pid)
         phase[0] = "during"
         started = time.monotonic()
-        limit = asyncio.Semaphore(options.concurrency)
-
-        async def one() -> None:
-            async with limit:
-                await hostile_call(stub, fuzz, codes)
-
-        flood = asyncio.gather(*(one() for _ in range(options.maps)))
-        while not flood.done():
+        flood = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchmarks.hostile", "--flood-to", str(port),
+            "--fuzz-ports", ",".join(map(str, ports)), "--maps", str(options.maps),
+            "--concurrency", str(options.concurrency), "--plausible", str(options.plausible),
+            "--seed", str(options.seed), stdout=asyncio.subprocess.PIPE, cwd=ROOT,
+        )  # fmt: skip
+        reply = asyncio.ensure_future(flood.communicate())
+        while not reply.done():
             peak = max(peak, rss_kib(pid))
-            await asyncio.sleep(0.5)
-        await flood
+            await asyncio.wait({reply}, timeout=0.5)
+        out, _ = await reply
+        if flood.returncode:
+            raise SystemExit(f"the flood's process failed with status {flood.returncode}")
+        codes = {rpc: Counter(counts) for rpc, counts in json.loads(out).items()}
         flood_seconds = time.monotonic() - started
         log_during = log_path.stat().st_size
         phase[0] = "after"
@@ -302,6 +340,25 @@ async def measure(
     return 0
 
 
+async def flood(options: argparse.Namespace) -> int:
+    """The flood alone, from a process of its own (as KEDA's Go client does not hold one
+    ScaledObject's calls behind another's serialization); prints its codes as JSON."""
+    ports = [int(port) for port in options.fuzz_ports.split(",")]
+    fuzz = Fuzz(options.seed, ports, options.plausible)
+    codes: dict[str, Counter[str]] = {rpc: Counter() for rpc in RPCS}
+    limit = asyncio.Semaphore(options.concurrency)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{options.flood_to}") as channel:
+        stub = pb_grpc.ExternalScalerStub(channel)
+
+        async def one() -> None:
+            async with limit:
+                await hostile_call(stub, fuzz, codes)
+
+        await asyncio.gather(*(one() for _ in range(options.maps)))
+    print(json.dumps(codes))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--maps", type=int, default=20_000, help="fuzzed maps (default 20000)")
@@ -310,8 +367,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll", type=float, default=2.0, help="seconds between KEDA polls")
     parser.add_argument("--concurrency", type=int, default=50, help="fuzzed calls at once")
     parser.add_argument("--after", type=float, default=60.0, help="seconds measured after")
+    parser.add_argument(
+        "--plausible", type=float, default=0.07, help="share of valid triggers (default 0.07)"
+    )
     parser.add_argument("--seed", type=int, default=1)
-    return asyncio.run(run(parser.parse_args(argv)))
+    parser.add_argument("--flood-to", type=int, help=argparse.SUPPRESS)  # the flood's process
+    parser.add_argument("--fuzz-ports", help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    return asyncio.run(run(options) if options.flood_to is None else flood(options))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from urllib.parse import quote
 import httpx
 
 from brokers.connections import Connections
-from brokers.rabbitmq_url import ManagementEndpoint
+from brokers.rabbitmq_url import ManagementEndpoint, Tls
 from brokers.shared import SharedByKey
 
 #: the figures read per queue (``arguments`` shows ``x-max-priority``)
@@ -273,7 +273,9 @@ def _open(endpoint: ManagementEndpoint, max_connections: int) -> _Client:
     """A client of at most ``max_connections`` (the server's bound per broker).
 
     Raises OSError or ssl.SSLError when a TLS file cannot be loaded."""
-    verify = endpoint.tls.context() if endpoint.tls is not None else True
+    # plain http has no use for a context, but httpx builds one (from certifi's CAs) unless
+    # given one: the shared one costs nothing
+    verify = (endpoint.tls or Tls()).context("http")
     return _Client(
         httpx.AsyncClient(
             base_url=endpoint.base_url,

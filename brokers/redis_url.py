@@ -9,7 +9,6 @@ text, that the connection class of the URL's scheme takes. No message shows the 
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import re
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, parse_qs, unquote
 
 from brokers.format_api import PERCENT_ENCODE, misplaced_at
+from brokers.suggest import nearest
 
 if TYPE_CHECKING:  # redis-py is imported when a Redis URL is first checked, not before
     from redis.asyncio.connection import AbstractConnection
@@ -189,8 +189,8 @@ def _redis_option_problem(name: str, scheme: str, shown: str) -> str:
             "remove it"
         )
     allowed = sorted(redis_url_options(scheme))
-    close = difflib.get_close_matches(name.lower(), allowed, n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]!r}?)" if close and shown != "<hidden>" else ""
+    close = nearest(name.lower(), allowed, cutoff=0.6)
+    hint = f" (did you mean {close!r}?)" if close and shown != "<hidden>" else ""
     return (
         f"query option {shown} is not one redis-py takes from a {scheme}:// URL{hint}; "
         f"it takes: {', '.join(allowed)}"

@@ -6,7 +6,6 @@ URL's) and what was expected.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 from collections.abc import Callable, Mapping
@@ -14,6 +13,7 @@ from typing import TypeVar
 
 from brokers import registry
 from brokers.formats import FORMATS
+from brokers.suggest import nearest
 from scaler.durations import parse_duration
 from scaler.errors import InvalidMetadata
 
@@ -49,8 +49,8 @@ def resolve_keys(metadata: Mapping[str, str]) -> dict[str, str]:
             continue
         base = key.removesuffix(FROM_ENV) if key.endswith(FROM_ENV) else key
         if base not in value_keys():
-            close = difflib.get_close_matches(key, _all_keys(), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            close = nearest(key, _all_keys(), cutoff=0.6)
+            hint = f"; did you mean {close!r}?" if close else ""
             raise InvalidMetadata(
                 key,
                 f"unknown key (value {shown_value(key, value)}){hint} Valid keys: {', '.join(sorted(value_keys()))}",
@@ -121,7 +121,7 @@ class MetadataReader:
         if text is None:
             return default
         if text not in choices:
-            close = difflib.get_close_matches(text, choices, n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            close = nearest(text, choices, cutoff=0.5)
+            hint = f" (did you mean {close!r}?)" if close else ""
             raise self.fail(key, f"one of {', '.join(choices)}{hint}")
         return text

@@ -74,6 +74,7 @@ class Sampler:
         self._adapter = adapter
         self._metrics = metrics
         self._demands = Demands(first, time.monotonic(), live_for=live_for)
+        self._live_for = live_for
         self._history = SampleHistory(max_history)
         #: the longer history of arrivals that estimates ages where jobs carry no timestamp
         self.arrivals = self._history.arrivals
@@ -195,7 +196,10 @@ class Sampler:
 
     @property
     def idle(self) -> bool:
-        return not self._watchers and time.monotonic() - self._last_asked > self.idle_after
+        """Nobody asked for ``idle_after``; for a queue that never answered (a broken trigger
+        seen once, a port that is no broker), once no trigger is live on it (``live_for``)."""
+        after = self.idle_after if self._last_success else min(self.idle_after, self._live_for)
+        return not self._watchers and time.monotonic() - self._last_asked > after
 
     async def _run(self, on_stop: Callable[[Sampler], None]) -> None:
         try:
@@ -267,6 +271,9 @@ class Sampler:
 
     def _failed(self, error: ScalerError, *, cause: Exception | None = None) -> None:
         self._failure_log.failed(cause or error, time.monotonic())
+        # kept for its message only: not the failed sample's frames (its traceback, and the
+        # exception it was raised from), which would keep that sample's objects alive
+        error.__traceback__ = error.__context__ = error.__cause__ = None
         self.last_error = error
         self.failures += 1
         self._metrics.record_sample_error(self.source, type(error).__name__)

@@ -34,6 +34,7 @@ from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.metrics import Metrics
+from scaler.process_memory import freeze_startup_objects, release_free_memory_every
 from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
@@ -328,5 +329,10 @@ async def serve(config: ServerConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with running_server(config):
+        log.debug(
+            "%d objects made at start left out of garbage collection", freeze_startup_objects()
+        )
+        trimming = asyncio.create_task(release_free_memory_every())
         await stop.wait()
+        trimming.cancel()
         _exit_after(config.grace + FORCE_EXIT_AFTER_GRACE)

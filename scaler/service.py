@@ -37,6 +37,7 @@ from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.signals import QueueSignals
 from scaler.spec import parse_metadata
+from scaler.spec_cache import SpecCache, spec_key
 from scaler.trigger_spec import TriggerSpec
 from scaler.url_policy import OPEN_URLS, UrlPolicy
 
@@ -46,8 +47,6 @@ log = logging.getLogger(__name__)
 FIRST_SAMPLE_TIMEOUT = 1.0
 #: while active, StreamIsActive repeats ``true`` this often
 STREAM_REPEAT = 1.0
-#: distinct (namespace, metadata) pairs whose parsed spec is kept
-SPEC_CACHE_SIZE = 4096
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
@@ -142,7 +141,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._triggers: dict[TriggerKey, _Trigger] = {}
         self._swept = time.monotonic()
         self.shutting_down = asyncio.Event()
-        self._parse = functools.lru_cache(maxsize=SPEC_CACHE_SIZE)(self._parse_uncached)
+        self._specs = SpecCache(self._parse_uncached)
 
     # -- the four RPCs ------------------------------------------------------------------------
 
@@ -152,7 +151,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.GetMetricSpecResponse],
     ) -> pb.GetMetricSpecResponse:
-        spec = self.spec_of(request)
+        spec = await self.spec_of(request)
         self._samplers.get(spec)  # start sampling now, so GetMetrics finds it warm
         if self._probes is not None:  # and reading the dependencies
             await self._probes.figures(spec, first_timeout=0.0)
@@ -174,7 +173,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         context: grpc.aio.ServicerContext[pb.GetMetricsRequest, pb.GetMetricsResponse],
     ) -> pb.GetMetricsResponse:
         ref = request.scaledObjectRef
-        spec = self.spec_of(ref)
+        spec = await self.spec_of(ref)
         if request.metricName and request.metricName != spec.metric_name:
             raise InvalidMetadata(
                 "metricName",
@@ -203,7 +202,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.IsActiveResponse],
     ) -> pb.IsActiveResponse:
-        spec = self.spec_of(request)
+        spec = await self.spec_of(request)
         _, decision = await self.evaluate(request, spec)
         return pb.IsActiveResponse(result=_active(spec, decision))
 
@@ -215,7 +214,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         """The current state at once, then ``true`` within a sample of work appearing, repeated
         every second while active. Ends with OK when the server shuts down."""
         try:
-            spec = self.spec_of(request)
+            spec = await self.spec_of(request)
             self._check_stream_room()
             sampler = self._samplers.get(spec)
             with self._stream_open(), sampler.watched():
@@ -252,14 +251,21 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         finally:
             self._streams -= 1
 
-    def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
+    async def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
         self._limits.check_metadata(ref.scalerMetadata)  # before the cache keeps a large map
         # by namespace too: whether a profile may be used depends on it
-        return self._parse(ref.namespace, frozenset(ref.scalerMetadata.items()))
+        key = spec_key(ref.namespace, ref.scalerMetadata)
+        spec = self._specs.cached(key)
+        if spec is None:
+            # metadata not seen before is parsed after the work already due, among it the calls
+            # answered from cached specs: a flood of new maps does not hold those up
+            await asyncio.sleep(0)
+            spec = self._specs.parse(key, ref.namespace, ref.scalerMetadata)
+        return spec
 
-    def _parse_uncached(self, namespace: str, items: frozenset[tuple[str, str]]) -> TriggerSpec:
+    def _parse_uncached(self, namespace: str, metadata: Mapping[str, str]) -> TriggerSpec:
         return parse_metadata(
-            dict(items), self._profiles, namespace=namespace, urls=self._urls, bounds=self._bounds
+            metadata, self._profiles, namespace=namespace, urls=self._urls, bounds=self._bounds
         )
 
     async def evaluate(

@@ -77,7 +77,7 @@ async def workers(stub: pb_grpc.ExternalScalerAsyncStub, ref: pb.ScaledObjectRef
 
 async def reason(server: RunningServer, ref: pb.ScaledObjectRef) -> str:
     service = server.service
-    _, decision = await service.evaluate(ref, service.spec_of(ref))
+    _, decision = await service.evaluate(ref, await service.spec_of(ref))
     return decision.reason_text
 
 

@@ -86,7 +86,7 @@ async def test_the_answer_is_clamped_at_the_learned_knee(
         await client.aclose()
     cap = reply.metricValues[0].metricValueFloat
     assert 20 <= cap <= 24, cap  # the knee, 22, within the noise of 250 ms samples
-    _, decision = await scaler.service.evaluate(ref, scaler.service.spec_of(ref))
+    _, decision = await scaler.service.evaluate(ref, await scaler.service.spec_of(ref))
     assert decision.reason_text.startswith("clamped by knee (learned: throughput peaks at 2")
     samples = await scrape(scaler.metrics_port)
     labels = (("metric", "workers"), ("namespace", "shop"), ("queue", queue),

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ssl
+from pathlib import Path
+
 import pytest
 
 from brokers.rabbitmq_options import RabbitOptions
 from brokers.rabbitmq_url import Tls, management_endpoint, parse_amqp_url
 from scaler.profiles import Profile
 from scaler.spec import parse_metadata
+from tests.certs import Authority
 
 SECRET = "s3cr3t-pw"
 
@@ -45,6 +49,27 @@ def test_tls_options_as_in_rabbitmqs_uri_spec() -> None:
         "&verify=verify_none&server_name_indication=rabbit.internal"
     )
     assert endpoint.tls == Tls("/tls/ca.pem", "/tls/c.pem", "/tls/k.pem", False, "rabbit.internal")
+
+
+def test_the_systems_cas_are_read_once_per_verify_mode_and_user() -> None:
+    amqp = Tls().context()
+    assert Tls(server_name="rabbit.internal").context() is amqp
+    assert amqp.verify_mode is ssl.CERT_REQUIRED and amqp.check_hostname
+    assert Tls().context("http") is not amqp  # httpx sets its ALPN protocols on its context
+    assert Tls().context("http") is Tls().context("http")
+    lax = Tls(verify=False).context()
+    assert lax is not amqp and lax.verify_mode is ssl.CERT_NONE and not lax.check_hostname
+
+
+def test_a_ca_file_is_read_again_on_each_connection(tmp_path: Path) -> None:
+    path = tmp_path / "ca.pem"
+    path.write_bytes(Authority("first CA").issued.cert_pem)
+    tls = Tls(cacertfile=str(path))
+    first = tls.context()
+    path.write_bytes(Authority("rotated CA").issued.cert_pem)
+    second = tls.context()
+    assert second is not first
+    assert [ca["subject"] for ca in second.get_ca_certs()] == [((("commonName", "rotated CA"),),)]
 
 
 def test_the_management_api_is_derived_from_the_amqp_url() -> None:

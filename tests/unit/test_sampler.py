@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 import time
+import weakref
 from collections.abc import AsyncIterator
 
 import pytest
@@ -187,6 +189,58 @@ async def test_a_source_failing_from_the_start_is_answered_after_its_first_try(
         async with asyncio.timeout(0.5):  # later requests do not wait for the first sample
             with pytest.raises(SampleStale):
                 await sampler.history(first_timeout=10.0)
+    finally:
+        await samplers.aclose(2.0)
+
+
+async def test_a_queue_that_never_answered_stops_once_no_trigger_is_live_on_it() -> None:
+    class NeverAnswers(Adapters):
+        def __call__(self, src: QueueSource, connections: Connections) -> FakeQueue:
+            adapter = super().__call__(src, connections)
+            if src.queue == "never":
+                adapter.error = BrokerUnavailable("fake", src.queue, "connection refused")
+            return adapter
+
+    adapters = NeverAnswers()
+    samplers = SamplerRegistry(adapters, Metrics(), idle_after=600.0, live_for=0.5)
+    try:
+        samplers.get(spec(0.1, queue="never"))
+        answered = samplers.get(spec(0.1, queue="answered"))
+        await answered.history(first_timeout=1.0)
+        adapters.by_queue["answered"].error = BrokerUnavailable("fake", "answered", "down")
+        async with asyncio.timeout(5.0):  # live_for, then at most one backoff of 0.2-1.6 s
+            while not adapters.by_queue["never"].closed:
+                await asyncio.sleep(0.05)
+        assert len(samplers) == 1
+        # a queue that answered once is kept while it fails: KEDA may ask again in 5 minutes
+        assert not adapters.by_queue["answered"].closed and answered.failures
+    finally:
+        await samplers.aclose(2.0)
+
+
+async def test_the_error_kept_for_the_answers_holds_none_of_the_failed_samples_objects() -> None:
+    class Buffer:
+        """Stands for what a failed sample held: a connection, its buffers."""
+
+    held: list[weakref.ref[Buffer]] = []
+
+    class Fails(FakeQueue):
+        async def sample(self) -> QueueSnapshot:
+            buffer = Buffer()
+            held.append(weakref.ref(buffer))
+            try:
+                raise ConnectionResetError("reset by peer")
+            except ConnectionResetError:  # raised with the reset as its context
+                raise BrokerUnavailable("fake", self.queue, "connection reset") from None
+
+    samplers = SamplerRegistry(Fails, Metrics())
+    try:
+        sampler = samplers.get(spec(1.0))
+        with pytest.raises(SampleStale, match="connection reset"):
+            await sampler.history(first_timeout=1.0)
+        gc.collect()
+        assert held and all(ref() is None for ref in held)
+        assert sampler.last_error is not None and sampler.last_error.__traceback__ is None
     finally:
         await samplers.aclose(2.0)
 

@@ -382,6 +382,12 @@ CELERY = {"url": URL, "queue": "q", "format": "celery", "workerThroughput": "1"}
             id="unknown key with typo hint",
         ),
         pytest.param(
+            RQ | {"worker_through-put": "1"},
+            "worker_through-put",
+            ["unknown key", "did you mean 'workerThroughput'"],
+            id="typo hint for a key with separators",
+        ),
+        pytest.param(
             RQ | {"targetAge": "soon"},
             "targetAge",
             ["'soon'", "a duration such as 30, 500ms, 90s, 5m or 1h"],
@@ -630,6 +636,12 @@ def test_invalid_metadata(metadata: dict[str, str], key: str, fragments: list[st
     assert message.startswith(f"{key}: ")
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+def test_no_typo_hint_for_what_is_no_word_but_the_valid_keys() -> None:
+    message = str(_invalid(RQ | {"target Age\x00": "60s"}))
+    assert "did you mean" not in message and "Valid keys: activationAge" in message
+    assert "did you mean 'targetAge'" in str(_invalid(RQ | {"target-age": "60s"}))
 
 
 @pytest.mark.parametrize(
