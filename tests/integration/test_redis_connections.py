@@ -23,7 +23,7 @@ QUEUES = 300
 
 def ref(own_redis: RedisProcess, queue: str) -> pb.ScaledObjectRef:
     metadata = {"url": own_redis.url, "queue": queue, "format": "list"}
-    metadata |= {"workerThroughput": "1", "sampleInterval": "100ms"}
+    metadata |= {"workerThroughput": "1", "sampleInterval": "250ms"}
     return pb.ScaledObjectRef(name=f"so-{queue}", namespace="ns", scalerMetadata=metadata)
 
 
@@ -53,7 +53,7 @@ async def test_many_samplers_of_one_redis_share_a_bounded_pool(own_redis: RedisP
             *(stub.IsActive(ref(own_redis, f"q{i}"), timeout=10) for i in range(QUEUES))
         )
         assert all(reply.result for reply in first)
-        await asyncio.sleep(3.0)  # 30 rounds of 300 samplers waking together
+        await asyncio.sleep(3.0)  # 12 rounds of 300 samplers waking together
         clients = [c for c in client.client_list() if c.get("cmd") != "client|list"]
         again = await asyncio.gather(
             *(stub.IsActive(ref(own_redis, f"q{i}"), timeout=10) for i in range(QUEUES))
