@@ -13,6 +13,7 @@ from scaler.bounds import UNBOUNDED, Bounds
 from scaler.capacity_metadata import parse_capacity, parse_dependencies, parse_learn_knee
 from scaler.errors import InvalidMetadata
 from scaler.metadata_reader import MetadataReader, resolve_keys
+from scaler.pool_metadata import parse_pool
 from scaler.profiles import Profile, as_profiles
 from scaler.source_metadata import parse_source
 from scaler.trigger_spec import (
@@ -66,6 +67,7 @@ def parse_metadata(
         rate_window=reader.duration("rateWindow", DEFAULT_RATE_WINDOW, positive=True),
         sample_interval=_parse_sample_interval(reader, bounds),
         learn_knee=parse_learn_knee(reader),
+        pool=parse_pool(reader, format_info(source.format), bounds.max_pool_queues),
     )
     _check_consistency(spec, values)
     bounds.check_rate_window(
@@ -106,6 +108,8 @@ def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
             f"format {spec.source.format} does not report; use metric workers (the ceiling then applies "
             "directly), or drop maxWorkers/dependencies and set the ScaledObject's maxReplicaCount",
         )
+    if spec.pool is not None:
+        _check_pool(spec)
     if spec.learn_knee and any(dep.name == "knee" for dep in spec.dependencies):
         raise InvalidMetadata(
             "dependencies",
@@ -129,4 +133,19 @@ def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
             f"missing; format {spec.source.format} does not report attached workers, so per-worker throughput "
             "cannot be learned. Set workerThroughput (jobs per second one worker completes), or jobDuration "
             "and workerConcurrency",
+        )
+
+
+def _check_pool(spec: TriggerSpec) -> None:
+    if spec.metric is not Metric.WORKERS:
+        raise InvalidMetadata(
+            "metric",
+            f"metric {spec.metric.value} applies to a single queue; a pool trigger (queues) "
+            "reports the workers the whole pool needs: use metric workers (the default)",
+        )
+    if spec.learn_knee:
+        raise InvalidMetadata(
+            "learnKnee",
+            "applies to a single queue; a pool's queues share their workers, so no one queue's "
+            "completions show the knee: type the limit found by measurement in dependencies",
         )

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from brokers.base import QueueSource
+from scaler.pool_spec import PoolSpec
 
 DEFAULT_TARGET_AGE = 60.0
 DEFAULT_RATE_WINDOW = 60.0
@@ -67,6 +68,9 @@ class TriggerSpec:
     sample_interval: float = DEFAULT_SAMPLE_INTERVAL
     #: cap the ceiling at the throughput knee learned from the pool (``learnKnee``)
     learn_knee: bool = False
+    #: the queues of a pool trigger (``queues``), None for a single queue; ``source.queue`` is
+    #: then the entries as written, and each queue is sampled with a source of its own
+    pool: PoolSpec | None = None
 
     @property
     def ceiling(self) -> tuple[int | None, str]:
@@ -86,7 +90,8 @@ class TriggerSpec:
 
     @functools.cached_property
     def metric_name(self) -> str:
-        queue = re.sub(r"[^a-z0-9]+", "-", self.source.queue.lower()).strip("-") or "queue"
+        named = self.source.queue if self.pool is None else f"pool {self.pool.text}"
+        queue = re.sub(r"[^a-z0-9]+", "-", named.lower()).strip("-") or "queue"
         metric = re.sub(r"(?<!^)([A-Z])", r"-\1", self.metric.value).lower()
         return f"queue-age-{metric}-{queue}"[:200]
 
