@@ -276,7 +276,7 @@ def bound_pool(
         throughput=None,
         utilisation=_utilisation(queues, need.workers, spec.worker_concurrency),
         ceiling_parts=ceiling if spec.dependencies else None,
-        detail=_detail(queues, driving, need.total),
+        detail=need.unknown or _detail(queues, driving, need.total),
     )
     return PoolDecision(decision, queues, driving, unknown), state
 
