@@ -44,15 +44,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from brokers.base import Precision
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.limit import Ceiling, trigger_ceiling
-from scaler.policy import Decision, PolicyState, Reason, decide
+from scaler.policy import LOWER_BOUND_STEP_DOWN, Decision, PolicyState, Reason, decide
 from scaler.pool_spec import PoolQueue, ServingOrder
 from scaler.signals import QueueSignals
 from scaler.trigger_spec import Metric, TriggerSpec
 
 #: reasons under which a queue's decision holds workers rather than follow its need
-_HOLDING = (Reason.PAUSED, Reason.SCALING_IN_SLOWLY, Reason.DEPTH_UNKNOWN)
+_HOLDING = (Reason.PAUSED, Reason.DEPTH_UNKNOWN)
 
 
 def member_spec(spec: TriggerSpec, queue: PoolQueue) -> TriggerSpec:
@@ -92,7 +93,12 @@ class PoolState:
     """What a pool carries from one call to the next: each queue's policy state, by name."""
 
     queues: Mapping[str, PolicyState] = field(default_factory=dict)
+    #: the pool's previous answer, and when it last stepped down on uncertain arrivals
     last_desired: int | None = None
+    last_step_down: float | None = None
+    #: each queue's need at the previous answer: a queue's step-down counts where its own
+    #: need falls
+    needs: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +192,11 @@ def decide_queues(
     states: dict[str, PolicyState] = {}
     unknown: str | None = None
     for member, share in zip(members, shares, strict=True):
-        queue_state = state.queues.get(member.queue.name) or PolicyState()
+        # a queue's own step-down on uncertain arrivals would hold whole workers per queue: the
+        # pool steps down instead (bound_pool)
+        queue_state = replace(
+            state.queues.get(member.queue.name) or PolicyState(), last_desired=None
+        )
         spec = member.spec
         if (
             share == 0
@@ -204,9 +214,7 @@ def decide_queues(
             unknown = f"the depth of {member.spec.source.describe()} is unknown right now"
         out.append(QueueShare(member.queue.name, member.queue.weight, decision, signals, needed))
     total = sum(q.need for q in out)
-    return PoolNeed(order, tuple(out), workers, total, unknown), PoolState(
-        states, state.last_desired
-    )
+    return PoolNeed(order, tuple(out), workers, total, unknown), replace(state, queues=states)
 
 
 def allot(
@@ -241,11 +249,12 @@ def allot(
 
 
 def bound_pool(
-    need: PoolNeed, spec: TriggerSpec, ceiling: Ceiling, state: PoolState
+    need: PoolNeed, spec: TriggerSpec, ceiling: Ceiling, state: PoolState, now: float
 ) -> tuple[PoolDecision, PoolState]:
-    """The pool's answer: its total need, rounded up, under ``spec``'s ``minWorkers`` and
-    ``ceiling`` (the pool's own, :func:`trigger_ceiling`, or one a shared budget makes), each
-    queue's allotment of it and the queue that drives it."""
+    """The pool's answer: its total need, rounded up, stepping down slowly where a queue's
+    arrivals are uncertain (as :func:`scaler.policy.decide` does for one queue), under
+    ``spec``'s ``minWorkers`` and ``ceiling`` (the pool's own, :func:`trigger_ceiling`, or one a
+    shared budget makes), each queue's allotment of it and the queue that drives it."""
     queues = need.queues
     desired = math.ceil(need.total - 1e-9)
     reason = _driving_reason(queues)
@@ -253,6 +262,7 @@ def bound_pool(
         desired = 1
     if need.unknown is not None:  # hold what runs, report nothing
         desired = max(desired, need.workers or state.last_desired or 0)
+    desired, reason, state = _step_down(need, spec, now, state, desired, reason)
     if desired < spec.min_workers:
         desired, reason = spec.min_workers, Reason.MIN_WORKERS
     if ceiling.workers is not None and desired > ceiling.workers:
@@ -263,15 +273,18 @@ def bound_pool(
     queues = tuple(replace(q, allotted=a) for q, a in zip(queues, allotted, strict=True))
     driving = _driving(queues)
     if ceiling.unknown is None:
-        state = replace(state, last_desired=desired)
+        state = replace(state, last_desired=desired, needs={q.name: q.need for q in queues})
     unknown = ceiling.unknown or need.unknown
+    active = _active(queues)
+    if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
+        active = True  # jobs may flow unseen: no scale to zero while the step-down holds workers
     decision = Decision(
         desired_workers=desired,
         ceiling=ceiling.workers,
         limited_by=ceiling.limited_by if reason is Reason.CLAMPED else None,
         reason=reason,
         metric_value=None if unknown else float(desired),
-        active=_active(queues),
+        active=active,
         needed=need.total,
         throughput=None,
         utilisation=_utilisation(queues, need.workers, spec.worker_concurrency),
@@ -296,7 +309,31 @@ def decide_pool(
         raise ValueError("decide_pool needs a pool trigger's spec (queues)")
     need, state = decide_queues(members, spec.pool.order, now, state)
     workers_now = need.workers if need.workers is not None else state.last_desired
-    return bound_pool(need, spec, trigger_ceiling(spec, probes or {}, workers_now), state)
+    ceiling = trigger_ceiling(spec, probes or {}, workers_now)
+    return bound_pool(need, spec, ceiling, state, now)
+
+
+def _step_down(
+    need: PoolNeed, spec: TriggerSpec, now: float, state: PoolState, desired: int, reason: Reason
+) -> tuple[int, Reason, PoolState]:
+    """Scale in by at most a tenth (and one worker) per rateWindow where a queue with work
+    whose need falls has arrivals that are a lower bound or unknown, as a single queue does
+    (:data:`scaler.policy.LOWER_BOUND_STEP_DOWN`): a lower bound must not pass for the rate."""
+    last = state.last_desired
+    if last is None or desired >= last:
+        return desired, reason, state
+    uncertain = any(
+        q.signals.arrival_rate.precision in (Precision.LOWER_BOUND, Precision.UNKNOWN)
+        and not (q.signals.depth == 0 and q.signals.in_flight == 0)
+        and q.need < state.needs.get(q.name, 0.0) - 1e-9
+        for q in need.queues
+    )
+    if not uncertain:
+        return desired, reason, state
+    if state.last_step_down is not None and now - state.last_step_down < spec.rate_window:
+        return last, Reason.SCALING_IN_SLOWLY, state
+    step = max(1, math.floor(last * LOWER_BOUND_STEP_DOWN))
+    return max(desired, last - step), Reason.SCALING_IN_SLOWLY, replace(state, last_step_down=now)
 
 
 def _driving_reason(queues: Sequence[QueueShare]) -> Reason:

@@ -8,7 +8,11 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from scaler.simulate.policies import POLICY_NAMES
+from scaler.simulate.pool_run import render_pool, simulate_pool
+from scaler.simulate.pool_scenario import PoolScenario, is_pool_document, load_pool_scenario
 from scaler.simulate.run import ScenarioRun, simulate
 from scaler.simulate.scenario import Scenario, ScenarioError
 from scaler.simulate.scenario_file import load_scenario
@@ -38,11 +42,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     try:
-        scenarios = [load_scenario(path) for path in args.scenarios]
+        scenarios = [_load(path) for path in args.scenarios]
     except (OSError, ScenarioError) as error:
         print(f"simulate: {error}", file=sys.stderr)
         return 2
     for scenario in scenarios:
+        if isinstance(scenario, PoolScenario):
+            if _run_pool(scenario, policies, args) != 0:
+                return 2
+            continue
         started = time.monotonic()
         try:
             result = simulate(scenario, policies, _Progress(scenario.name))
@@ -58,6 +66,30 @@ def run(args: argparse.Namespace) -> int:
             from scaler.simulate.plot import write_figure
 
             print(f"simulate: wrote {write_figure(result, args.out)}", file=sys.stderr)
+    return 0
+
+
+def _load(path: Path) -> Scenario | PoolScenario:
+    """A scenario, or a pool scenario (a document with ``pool``)."""
+    if is_pool_document(yaml.safe_load(path.read_text())):
+        return load_pool_scenario(path)
+    return load_scenario(path)
+
+
+def _run_pool(pool: PoolScenario, policies: list[str], args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        result = simulate_pool(pool, policies, _Progress(pool.name))
+    except ScenarioError as error:
+        print(f"simulate: {pool.name}: {error}", file=sys.stderr)
+        return 2
+    print(
+        f"simulate: {pool.name}: {len(policies)} policies in {time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
+    print(json.dumps(result.json()) if args.json else render_pool(result))
+    if args.out is not None:
+        print(f"simulate: {pool.name}: no figure for a pool scenario", file=sys.stderr)
     return 0
 
 
