@@ -328,7 +328,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             key = (ref.namespace, ref.name, spec)
             self._metrics.record_decision(ref.namespace, ref.name, spec, signals, pool.decision)
             self._metrics.record_pool(ref.namespace, ref.name, spec, pool)
-            self._log_decision(key, trigger, signals, pool.decision)
+            self._log_decision(key, trigger, signals, pool.decision, pool)
         return pool
 
     def _trigger(self, key: TriggerKey) -> _Trigger:
@@ -377,14 +377,19 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 self._metrics.forget_trigger(labels)
 
     def _log_decision(
-        self, key: TriggerKey, trigger: _Trigger, signals: QueueSignals, decision: Decision
+        self,
+        key: TriggerKey,
+        trigger: _Trigger,
+        signals: QueueSignals,
+        decision: Decision,
+        pool: PoolDecision | None = None,
     ) -> None:
         spec = key[2]
         summary = (decision.reason_label, decision.desired_workers)
         level = logging.INFO if trigger.logged != summary else logging.DEBUG
         trigger.logged = summary
         if log.isEnabledFor(level):
-            fields = decision_fields(key[0], key[1], spec, signals, decision)
+            fields = decision_fields(key[0], key[1], spec, signals, decision, pool)
             log.log(level, "%s", decision_text(key, signals, decision), extra=fields)
 
     async def _next_sample_or_shutdown(self, sample: Awaitable[None]) -> None:

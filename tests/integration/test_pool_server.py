@@ -5,6 +5,7 @@ the refusals (a cap on a glob's matches, a glob that matches nothing)."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -14,6 +15,7 @@ import redis.asyncio as aioredis
 
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.probe import probe, render_table
 from scaler.server import RunningServer, ServerConfig, running_server
 from tests.integration.clients import SidekiqProcess, sidekiq_push, until
 from tests.integration.conftest import RedisProcess
@@ -237,3 +239,57 @@ async def test_a_rabbitmq_pool_resolves_its_glob_from_the_management_api(
         assert needed[f"{prefix}-a"] >= 0.5 and needed[f"{prefix}-c"] >= 1.5
         assert value == pytest.approx(sum(needed.values()), abs=1.0)
         assert value >= 3
+
+
+async def test_probe_shows_each_queue_of_the_pool_and_the_driving_one(
+    own_redis: RedisProcess,
+) -> None:
+    for queue, jobs in (("critical", 10), ("default", 60), ("low-a", 20)):
+        sidekiq_push(own_redis.url, queue, plain=jobs)
+    metadata = {
+        "url": own_redis.url,
+        "format": "sidekiq",
+        "queues": POOL,
+        "workerThroughput": "1",
+        "targetAge": "10s",
+        "sampleInterval": "200ms",
+        "rateWindow": "2s",
+    }
+    out = await probe(metadata, {}, duration=1.0)
+    # 10/10 s, 60/10 s, 20/10 s at 1 job/s a worker; default needs most and drives
+    assert [(q["queue"], q["needed_workers"]) for q in out["pool"]] == [
+        ("critical", 1.0),
+        ("default", 6.0),
+        ("low-a", 2.0),
+    ]
+    assert (out["desired_workers"], out["driving_queue"]) == (9, "default")
+    assert (
+        out["reason"]
+        == "draining backlog; queue default needs 6.0 of 9.0 workers (draining backlog)"
+    )
+    table = render_table(out)
+    assert "default: needs 6, gets 6 (draining backlog; depth 60, oldest" in table
+    assert "<- drives the decision" in table
+
+
+async def test_an_outage_is_unavailable_not_an_idle_pool(
+    own_redis: RedisProcess, stub: pb_grpc.ExternalScalerAsyncStub
+) -> None:
+    sidekiq_push(own_redis.url, "critical", plain=5)
+    pool = ref(
+        "static",
+        url=own_redis.url,
+        format="sidekiq",
+        queues="critical,default",
+        workerThroughput="1",
+        sampleInterval="200ms",
+    )
+    assert await metric(stub, pool) == 1
+    own_redis.stop()
+    await asyncio.sleep(1.0)  # the newest samples are now older than 3 intervals
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await metric(stub, pool)
+    assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.IsActive(pool)
+    assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
