@@ -293,3 +293,23 @@ async def test_an_outage_is_unavailable_not_an_idle_pool(
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.IsActive(pool)
     assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
+
+
+async def test_stream_is_active_watches_every_queue_of_the_pool(
+    own_redis: RedisProcess, stub: pb_grpc.ExternalScalerAsyncStub
+) -> None:
+    pool = ref(
+        "streamed",
+        url=own_redis.url,
+        format="sidekiq",
+        queues="critical,default",
+        workerThroughput="1",
+        sampleInterval="200ms",
+    )
+    stream = stub.StreamIsActive(pool)
+    first = await asyncio.wait_for(stream.read(), 5)
+    assert first.result is False  # both queues empty
+    sidekiq_push(own_redis.url, "default", plain=3)  # the second queue gets work
+    second = await asyncio.wait_for(stream.read(), 5)
+    assert second.result is True
+    stream.cancel()
