@@ -21,6 +21,7 @@ from tests.integration.clients import SidekiqProcess, sidekiq_push, until
 from tests.integration.conftest import RedisProcess
 from tests.integration.rabbit import rabbit, unique
 from tests.integration.scrape import Samples, scrape
+from tests.integration.test_keda_protocol import next_state
 
 pytestmark = pytest.mark.integration
 
@@ -307,9 +308,9 @@ async def test_stream_is_active_watches_every_queue_of_the_pool(
         sampleInterval="200ms",
     )
     stream = stub.StreamIsActive(pool)
-    first = await asyncio.wait_for(stream.read(), 5)
+    first = await next_state(stream, 5)
     assert first.result is False  # both queues empty
     sidekiq_push(own_redis.url, "default", plain=3)  # the second queue gets work
-    second = await asyncio.wait_for(stream.read(), 5)
+    second = await next_state(stream, 5)
     assert second.result is True
     stream.cancel()
