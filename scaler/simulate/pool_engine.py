@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from scaler.pool_spec import ServingOrder
 from scaler.simulate.autoscaler import Observation
+from scaler.simulate.fleet import Fleet
 from scaler.simulate.pods import Pod, PodState
 from scaler.simulate.pool_scenario import PoolScenario
 from scaler.simulate.run_result import RunResult, Series
@@ -66,7 +67,7 @@ class PoolRunResult:
     queue_completed: tuple[int, ...]
 
 
-class PoolSimulation:
+class PoolSimulation(Fleet):
     def __init__(
         self,
         pool: PoolScenario,
@@ -75,6 +76,8 @@ class PoolSimulation:
         *,
         tick: float,
     ) -> None:
+        ceiling = pool.base.ceiling
+        super().__init__(pool.base.workers, ceiling if ceiling is not None else math.inf)
         self.pool = pool
         self.autoscaler = autoscaler
         self.tick = tick
@@ -104,21 +107,10 @@ class PoolSimulation:
         self.busy = [0] * self.k
         self.starts = [0] * self.k
         self.done = [0] * self.k
-        self.concurrency = pool.base.workers.concurrency
-        self.free: collections.deque[Pod] = collections.deque()
-        self.free_slots = 0
         self.heap: list[tuple[float, int, int]] = []
         self.cpu_m = 0
         self.now = 0.0
-        self.pods: list[Pod] = []
-        self.replicas = 0
         self.duplicates = 0
-        self.scale_events = 0
-        self.worker_seconds = 0.0
-        self.over_ceiling_s = 0.0
-        self._accounted_to = 0.0
-        ceiling = pool.base.ceiling
-        self.ceiling = ceiling if ceiling is not None else math.inf
 
     def run(self) -> PoolRunResult:
         initial = self.autoscaler.initial_replicas()
@@ -238,58 +230,7 @@ class PoolSimulation:
                 self.free_slots += 1
         self.now = until
 
-    # -- the fleet ----------------------------------------------------------------------------
-
-    def _account(self, t: float) -> None:
-        span = t - self._accounted_to
-        self._accounted_to = t
-        working = sum(1 for p in self.pods if p.state in (PodState.READY, PodState.DRAINING))
-        self.worker_seconds += len(self.pods) * span
-        if working > self.ceiling:
-            self.over_ceiling_s += span
-
-    def _fleet(self, t: float) -> None:
-        keep: list[Pod] = []
-        for pod in self.pods:
-            if pod.state == PodState.BOOTING and pod.ready_at <= t + 1e-9:
-                self._ready(pod)
-            elif pod.state == PodState.DRAINING:
-                if pod.jobs and pod.deadline <= t + 1e-9:
-                    self._kill(pod, t)
-                if not pod.jobs:
-                    pod.state = PodState.GONE
-                    continue
-            keep.append(pod)
-        self.pods = keep
-
-    def _ready(self, pod: Pod) -> None:
-        pod.state = PodState.READY
-        self.free.extend([pod] * self.concurrency)
-        self.free_slots += self.concurrency
-
-    def _scale(self, desired: int, t: float) -> None:
-        self.scale_events += 1
-        if desired > self.replicas:
-            boot = self.pool.base.workers.boot_seconds
-            for _ in range(desired - self.replicas):
-                pod = Pod(t + boot)
-                self.pods.append(pod)
-                if boot <= 0:
-                    self._ready(pod)
-            self.replicas = desired
-            return
-        victims = [p for p in reversed(self.pods) if p.state == PodState.BOOTING]
-        victims += [p for p in reversed(self.pods) if p.state == PodState.READY]
-        drain = self.pool.base.workers.drain_seconds
-        for pod in victims[: self.replicas - desired]:
-            if pod.state == PodState.READY:
-                self.free_slots -= self.concurrency - len(pod.jobs)
-            if pod.jobs and drain <= 0:
-                self._kill(pod, t)
-            pod.state = PodState.DRAINING if pod.jobs else PodState.GONE
-            pod.deadline = t + drain
-        self.pods = [p for p in self.pods if p.state != PodState.GONE]
-        self.replicas = desired
+    # -- the fleet (scaler.simulate.fleet) ---------------------------------------------------
 
     def _kill(self, pod: Pod, t: float) -> None:
         """Stop a pod's running jobs; each goes back to the head of its queue."""
