@@ -22,13 +22,14 @@ import math
 from collections.abc import Callable
 
 from scaler.simulate.autoscaler import Autoscaler, Observation
+from scaler.simulate.fleet import Fleet
 from scaler.simulate.pods import Pod, PodState, usl_rate
 from scaler.simulate.run_result import RunResult, Series
 from scaler.simulate.scenario import Scenario
 from scaler.simulate.workload import Workload
 
 
-class Simulation:
+class Simulation(Fleet):
     def __init__(
         self,
         scenario: Scenario,
@@ -39,6 +40,8 @@ class Simulation:
         series_step: float,
         progress: Callable[[float], None] | None = None,
     ) -> None:
+        ceiling = scenario.ceiling
+        super().__init__(scenario.workers, ceiling if ceiling is not None else math.inf)
         self.scenario = scenario
         self.autoscaler = autoscaler
         self.tick = tick
@@ -51,7 +54,6 @@ class Simulation:
         jobs = workload.jobs
         self.attempt = [0] * jobs
         self.job_pod: list[Pod | None] = [None] * jobs
-        self.concurrency = scenario.workers.concurrency
         self.target = scenario.target_age
         dependency = scenario.dependency
         self.dependency = dependency
@@ -63,16 +65,11 @@ class Simulation:
         sigma, kappa = dependency.sigma, dependency.kappa
         curve = lambda demand: usl_rate(demand, self.capacity, sigma, kappa)  # noqa: E731
         self.curve: Callable[[float], float] | None = curve if dependency.curved else None
-        ceiling = scenario.ceiling
-        self.ceiling = ceiling if ceiling is not None else math.inf
         # the queue: jobs [qhead, na) in arrival order, behind the requeued ones
         self.na = 0
         self.qhead = 0
         self.retry: collections.deque[int] = collections.deque()
         self.head_since = 0.0
-        # job slots: one entry per free slot of a ready pod (stale entries are skipped)
-        self.free: collections.deque[Pod] = collections.deque()
-        self.free_slots = 0
         self.heap: list[tuple[float, int, int]] = []
         # jobs on the dependency finish at a virtual time that runs at ``rate``
         self.dep_heap: list[tuple[float, int, int]] = []
@@ -89,13 +86,7 @@ class Simulation:
         self.waits: list[float] = []
         self.viol = 0.0
         self.now = 0.0
-        self.pods: list[Pod] = []
-        self.replicas = 0
         self.duplicates = 0
-        self.scale_events = 0
-        self.worker_seconds = 0.0
-        self.over_ceiling_s = 0.0
-        self._accounted_to = 0.0
         self.series = Series()
 
     # -- the run ------------------------------------------------------------------------------
@@ -235,61 +226,7 @@ class Simulation:
         self.vtime, self.v_at, self.rate, self.rate_since = vtime, v_at, rate, rate_since
         self.viol, self.head_since, self.now = viol, head_since, until
 
-    # -- the fleet (once per tick) ------------------------------------------------------------
-
-    def _account(self, t: float) -> None:
-        """Worker-seconds and time over the ceiling for the tick that ends at ``t``."""
-        span = t - self._accounted_to
-        self._accounted_to = t
-        working = sum(1 for p in self.pods if p.state in (PodState.READY, PodState.DRAINING))
-        self.worker_seconds += len(self.pods) * span
-        if working > self.ceiling:
-            self.over_ceiling_s += span
-
-    def _fleet(self, t: float) -> None:
-        """Pods that finished booting take jobs; drained pods go; a drain past its time kills."""
-        keep: list[Pod] = []
-        for pod in self.pods:
-            if pod.state == PodState.BOOTING and pod.ready_at <= t + 1e-9:
-                self._ready(pod)
-            elif pod.state == PodState.DRAINING:
-                if pod.jobs and pod.deadline <= t + 1e-9:
-                    self._kill(pod, t)
-                if not pod.jobs:
-                    pod.state = PodState.GONE
-                    continue
-            keep.append(pod)
-        self.pods = keep
-
-    def _ready(self, pod: Pod) -> None:
-        pod.state = PodState.READY
-        self.free.extend([pod] * self.concurrency)
-        self.free_slots += self.concurrency
-
-    def _scale(self, desired: int, t: float) -> None:
-        self.scale_events += 1
-        if desired > self.replicas:
-            boot = self.scenario.workers.boot_seconds
-            for _ in range(desired - self.replicas):
-                pod = Pod(t + boot)
-                self.pods.append(pod)
-                if boot <= 0:
-                    self._ready(pod)
-            self.replicas = desired
-            return
-        # the ReplicaSet deletes pods that are not ready first, then the newest
-        victims = [p for p in reversed(self.pods) if p.state == PodState.BOOTING]
-        victims += [p for p in reversed(self.pods) if p.state == PodState.READY]
-        drain = self.scenario.workers.drain_seconds
-        for pod in victims[: self.replicas - desired]:
-            if pod.state == PodState.READY:
-                self.free_slots -= self.concurrency - len(pod.jobs)
-            if pod.jobs and drain <= 0:
-                self._kill(pod, t)
-            pod.state = PodState.DRAINING if pod.jobs else PodState.GONE
-            pod.deadline = t + drain
-        self.pods = [p for p in self.pods if p.state != PodState.GONE]
-        self.replicas = desired
+    # -- the fleet (once per tick: scaler.simulate.fleet) -------------------------------------
 
     def _kill(self, pod: Pod, t: float) -> None:
         """Stop a pod's running jobs; they go back to the head of the queue and run again."""
