@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 import pytest
@@ -22,6 +22,9 @@ from tests.integration.conftest import RedisProcess
 from tests.integration.rabbit import rabbit, unique
 from tests.integration.scrape import Samples, scrape
 from tests.integration.test_keda_protocol import next_state
+from tests.integration.test_redis_sidekiq import processes
+
+__all__ = ["processes"]  # the fixture: real Sidekiq processes on the private Redis
 
 pytestmark = pytest.mark.integration
 
@@ -46,20 +49,6 @@ async def server() -> AsyncIterator[RunningServer]:
 async def stub(server: RunningServer) -> AsyncIterator[pb_grpc.ExternalScalerAsyncStub]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
         yield pb_grpc.ExternalScalerStub(channel)
-
-
-@pytest.fixture
-def processes(own_redis: RedisProcess) -> Iterator[Callable[..., SidekiqProcess]]:
-    started: list[SidekiqProcess] = []
-
-    def start(queues: list[str], concurrency: int) -> SidekiqProcess:
-        process = SidekiqProcess(own_redis.url, queues, concurrency)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        process.stop()
 
 
 def ref(name: str, **metadata: str) -> pb.ScaledObjectRef:
