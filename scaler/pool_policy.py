@@ -31,11 +31,13 @@ per queue.
 The API, for the server, ``probe``, the simulator and anything that shares a budget between pools:
 
 - :func:`member_spec`: the spec a queue of a pool is sampled and decided with;
-- :func:`decide_queues` -> :class:`PoolNeed`: every queue's decision and need, and the total,
-  unbounded (``PoolNeed.total``);
-- :func:`bound_pool` -> :class:`PoolDecision`: the need under ``minWorkers`` and a ceiling (a
-  caller that shares a dependency between pools may pass its own, smaller :class:`Ceiling`);
-- :func:`decide_pool`: both, with the pool's own ceiling.
+- :func:`decide_queues` ``(members, order, now, state) -> (PoolNeed, state)``: every queue's
+  decision and need, and the total, unbounded (``PoolNeed.total``);
+- :func:`bound_pool` ``(need, spec, ceiling, state, now) -> (PoolDecision, state)``: the need
+  stepped down slowly on uncertain arrivals, under ``minWorkers`` and a ceiling (a caller that
+  shares a dependency between pools may pass its own, smaller :class:`Ceiling`);
+- :func:`decide_pool` ``(members, spec, now, state, probes)``: both, with the pool's own ceiling
+  (:func:`scaler.ceilings.limit.trigger_ceiling` of the pool's spec).
 """
 
 from __future__ import annotations
