@@ -24,6 +24,7 @@ CORE_KEYS = frozenset(
         "workerThroughput", "jobDuration", "workerConcurrency", "minWorkers", "maxWorkers",
         "dependencies", "metric", "activationAge", "activationDepth", "rateWindow",
         "sampleInterval", "learnKnee", "queues", "queueOrder", "queueTargetAges",
+        "queueJobDurations",
     }
 )  # fmt: skip
 

@@ -1,4 +1,5 @@
-"""A pool trigger's metadata: ``queues``, ``queueOrder`` and ``queueTargetAges`` -> a
+"""A pool trigger's metadata: ``queues``, ``queueOrder``, ``queueTargetAges`` and
+``queueJobDurations`` -> a
 :class:`~scaler.pool_spec.PoolSpec` (the syntax is in :mod:`scaler.pool_spec`).
 
 Every problem is an :class:`~scaler.errors.InvalidMetadata` naming the key, the entry and what
@@ -24,7 +25,7 @@ def parse_pool(reader: MetadataReader, info: FormatInfo, max_queues: int) -> Poo
     server's --max-pool-queues; its globs are held to it when they are resolved)."""
     text = reader.get("queues")
     if text is None:
-        for key in ("queueOrder", "queueTargetAges"):
+        for key in ("queueOrder", "queueTargetAges", "queueJobDurations"):
             if reader.get(key) is not None:
                 raise InvalidMetadata(
                     key, "applies to a pool trigger only; list its queues in queues, or remove it"
@@ -38,9 +39,12 @@ def parse_pool(reader: MetadataReader, info: FormatInfo, max_queues: int) -> Poo
             f"lists {len(entries)} queues; a pool may have at most {max_queues} (the scaler's "
             "--max-pool-queues): split the pool, or ask the operator to raise the cap",
         )
-    ages = _target_ages(reader.get("queueTargetAges"), [e.pattern for e in entries])
+    patterns = [e.pattern for e in entries]
+    ages = _per_entry(reader, "queueTargetAges", patterns)
+    durations = _per_entry(reader, "queueJobDurations", patterns)
     entries = tuple(
-        PoolEntry(e.pattern, e.weight, ages.get(e.pattern, e.target_age)) for e in entries
+        PoolEntry(e.pattern, e.weight, ages.get(e.pattern), durations.get(e.pattern))
+        for e in entries
     )
     return PoolSpec(entries, order, drain_follows_age=reader.get("targetDrainTime") is None)
 
@@ -93,17 +97,19 @@ def _weighted(item: str, order: ServingOrder) -> tuple[str, int]:
     return name, int(after)
 
 
-def _target_ages(text: str | None, patterns: list[str]) -> dict[str, float]:
-    """``queueTargetAges``: ``entry=duration`` pairs, each entry as ``queues`` writes it."""
+def _per_entry(reader: MetadataReader, key: str, patterns: list[str]) -> dict[str, float]:
+    """``queueTargetAges`` or ``queueJobDurations``: ``entry=duration`` pairs, each entry as
+    ``queues`` writes it."""
+    text = reader.get(key)
     if text is None:
         return {}
-    ages: dict[str, float] = {}
+    values: dict[str, float] = {}
     for raw in text.split(","):
         item = raw.strip()
         pattern, equals, duration = (part.strip() for part in item.partition("="))
         if not equals or not pattern:
             raise InvalidMetadata(
-                "queueTargetAges",
+                key,
                 f"entry {item!r}; expected QUEUE=DURATION pairs separated by commas, each QUEUE "
                 "as queues lists it: critical=10s,low=10m",
             )
@@ -111,24 +117,24 @@ def _target_ages(text: str | None, patterns: list[str]) -> dict[str, float]:
             close = nearest(pattern, patterns, cutoff=0.5)
             hint = f" (did you mean {close!r}?)" if close else ""
             raise InvalidMetadata(
-                "queueTargetAges",
+                key,
                 f"{pattern!r} is not an entry of queues{hint}; name the queues (or globs) as "
                 f"queues lists them: {', '.join(patterns)}",
             )
-        if pattern in ages:
-            raise InvalidMetadata("queueTargetAges", f"{pattern!r} is given twice; give it once")
+        if pattern in values:
+            raise InvalidMetadata(key, f"{pattern!r} is given twice; give it once")
         try:
             seconds = parse_duration(duration)
         except ValueError:
             seconds = -1.0
         if seconds <= 0:
             raise InvalidMetadata(
-                "queueTargetAges",
+                key,
                 f"{pattern}={duration!r}; expected a duration above zero such as 30, 500ms, 90s, "
                 "5m or 1h",
             )
-        ages[pattern] = seconds
-    return ages
+        values[pattern] = seconds
+    return values
 
 
 def _listing_formats() -> str:

@@ -61,14 +61,19 @@ _HOLDING = (Reason.PAUSED, Reason.DEPTH_UNKNOWN)
 def member_spec(spec: TriggerSpec, queue: PoolQueue) -> TriggerSpec:
     """The single-queue spec one queue of ``spec``'s pool is sampled and decided with: the
     pool's source, rates and activation on that queue, with its own targetAge (and drain time,
-    unless targetDrainTime is set), and without the pool's bounds: minWorkers and the ceilings
+    unless targetDrainTime is set) and job duration (``queueJobDurations``), and without the
+    pool's bounds: minWorkers and the ceilings
     (maxWorkers, dependencies) apply to the pool's total, once. A single-queue trigger on the
     same queue has an equal source: the two share one sampler."""
     pool = spec.pool
     target = queue.target_age if queue.target_age is not None else spec.target_age
     follows = pool is None or pool.drain_follows_age
+    throughput = spec.worker_throughput
+    if queue.job_duration is not None:
+        throughput = (spec.worker_concurrency or 1) / queue.job_duration
     return replace(
         spec,
+        worker_throughput=throughput,
         source=replace(spec.source, queue=queue.name),
         metric=Metric.WORKERS,
         target_age=target,

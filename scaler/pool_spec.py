@@ -7,7 +7,9 @@ format can list its queues (Sidekiq's ``queues`` set, RabbitMQ's management API)
 matches are served at its place, in name order; a queue that an exact entry names is served at
 that entry's place, whatever glob also matches it. ``queueTargetAges`` overrides ``targetAge``
 per entry, as written in ``queues``: ``critical=10s,reports-*=10m`` (a glob's applies to each of
-its matches). ``queueOrder`` is how a free worker picks its next job:
+its matches), and ``queueJobDurations`` the seconds one job of a queue takes, the same way
+(``critical=300ms,reports-*=20s``: that queue's per-worker throughput is ``workerConcurrency``
+over it, where the trigger's ``workerThroughput``/``jobDuration`` would be one figure for all). ``queueOrder`` is how a free worker picks its next job:
 
 - ``strict`` (the default): from the first queue in the list that has one, as Sidekiq does with
   ``-q critical -q default -q low`` and without weights (strict ordering), and RQ with
@@ -60,6 +62,9 @@ class PoolEntry:
     weight: int = 1
     #: None: the trigger's targetAge
     target_age: float | None = None
+    #: seconds one job of the queue takes (``queueJobDurations``); None: the trigger's
+    #: workerThroughput or jobDuration, else learned
+    job_duration: float | None = None
 
     @property
     def is_glob(self) -> bool:
@@ -73,6 +78,7 @@ class PoolQueue:
     name: str
     weight: int = 1
     target_age: float | None = None
+    job_duration: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +114,7 @@ class PoolSpec:
                 matches = [entry.pattern]
             for name in matches:
                 taken.add(name)
-                queues.append(PoolQueue(name, entry.weight, entry.target_age))
+                queues.append(PoolQueue(name, entry.weight, entry.target_age, entry.job_duration))
         return tuple(queues)
 
 

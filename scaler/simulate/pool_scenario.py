@@ -38,7 +38,7 @@ from scaler.trigger_spec import TriggerSpec
 _POOL_KEYS = frozenset({"order", "queues"})
 _QUEUE_KEYS = frozenset({"name", "weight", "targetAge", "arrivals", "bursts", "jobs"})
 #: the pool trigger's keys that a queue's own trigger does not take
-_POOL_TRIGGER_KEYS = ("queues", "queueOrder", "queueTargetAges")
+_POOL_TRIGGER_KEYS = ("queues", "queueOrder", "queueTargetAges", "queueJobDurations")
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,23 @@ def test_a_list_with_weights_globs_and_targets() -> None:
     )
 
 
+def test_job_durations_per_queue_set_each_queues_throughput() -> None:
+    spec = parse_metadata(
+        {
+            "url": "redis://localhost",
+            "format": "sidekiq",
+            "queues": "critical,reports-*",
+            "workerConcurrency": "10",
+            "jobDuration": "2s",
+            "queueJobDurations": "reports-*=20s",
+        }
+    )
+    assert spec.pool is not None
+    critical, report = (member_spec(spec, q) for q in spec.pool.resolve(["reports-a"]))
+    assert critical.worker_throughput == pytest.approx(5.0)  # the trigger's 10 / 2 s
+    assert report.worker_throughput == pytest.approx(0.5)  # 10 threads / 20 s
+
+
 def test_the_default_order_is_strict() -> None:
     spec = parsed(queues="high,default,low")
     assert spec.pool is not None and spec.pool.order is ServingOrder.STRICT
@@ -81,6 +98,8 @@ def test_a_single_queue_trigger_has_no_pool() -> None:
         ({"queues": "a,b", "queueTargetAges": "c=1m"}, "queueTargetAges", "not an entry"),
         ({"queues": "a,b", "queueTargetAges": "a=0s"}, "queueTargetAges", "above zero"),
         ({"queues": "a,b", "queueTargetAges": "a"}, "queueTargetAges", "QUEUE=DURATION"),
+        ({"queues": "a,b", "queueJobDurations": "b=fast"}, "queueJobDurations", "above zero"),
+        ({"queueJobDurations": "a=1s", "queue": "a"}, "queueJobDurations", "pool trigger only"),
         ({"queues": "a,b", "metric": "age"}, "metric", "use metric workers"),
         ({"queues": "a,b", "learnKnee": "true"}, "learnKnee", "applies to a single queue"),
     ],
