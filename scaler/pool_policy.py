@@ -14,12 +14,14 @@ has no throughput of its own yet it borrows the mean of the pool's other queues.
 (``Decision.needed``; its desired workers where it holds workers: paused, scaling in slowly, depth
 unknown) is in workers that serve it alone.
 
-**The pool.** Every serving order here is work-conserving (a free worker takes a job from some
-queue that has one), so the pool meets every *n_i* with *N = Σ n_i*, whatever the order:
-``strict`` gives queue *i* what the queues before it leave, ``N - Σ_{j<i} n_j ≥ n_i``;
-``weighted`` and ``roundRobin`` give each queue its weight's share while every queue has work,
-and a queue's unused share goes to the others (weighted water-filling), which at *N* gives each
-exactly *n_i*. One metric per queue, as KEDA gives the HPA, would get *max n_i*. The order
+**The pool.** ``strict`` gives queue *i* what the queues before it leave, so the pool meets
+every *n_i* with *N = Σ n_i*. ``weighted`` and ``roundRobin`` share *fetches* (by weight, or in
+turn) among the queues with jobs waiting, and a fetched job holds its slot for its duration: a
+backlogged queue (more jobs waiting than running) gets ``s_i / Σ s_j`` of the slots the others
+leave, ``s_i`` its fetch weight over its per-worker throughput (:func:`slot_weights`), so the
+pool needs ``Σ n_i`` of the other queues plus the most demanding backlogged queue's
+``n_i × Σ s_j / s_i`` (:func:`_total`); with equal ``s`` that is the sum. One metric per queue,
+as KEDA gives the HPA, would get *max n_i*. The order
 decides who goes short when the pool is held under its need (:func:`allot`): under ``strict`` the
 lowest queues, under ``weighted`` each queue's weight's share; the queue left shortest then
 *drives* the decision, otherwise the one that needs most.
@@ -220,16 +222,48 @@ def decide_queues(
         if signals.depth is None and unknown is None:
             unknown = f"the depth of {member.spec.source.describe()} is unknown right now"
         out.append(QueueShare(member.queue.name, member.queue.weight, decision, signals, needed))
-    total = sum(q.need for q in out)
+    total = _total(order, out)
     return PoolNeed(order, tuple(out), workers, total, unknown), replace(state, queues=states)
 
 
+def _backlogged(signals: QueueSignals) -> bool:
+    """More jobs wait than run: the queue has a job at hand at each fetch for a while."""
+    return bool(signals.depth) and (signals.depth or 0) > (signals.in_flight or 0)
+
+
+def _total(order: ServingOrder, queues: Sequence[QueueShare]) -> float:
+    """The workers that give every queue its need. Strict: the sum (a lower queue gets what the
+    higher ones leave). Weighted and round robin share *fetches* while queues have jobs waiting,
+    so a backlogged queue gets its share of the slots by :func:`slot_weights`: the backlogged
+    queues need their most demanding ``need / share``, the others their need."""
+    if order is ServingOrder.STRICT:
+        return sum(q.need for q in queues)
+    waiting = [q for q in queues if _backlogged(q.signals)]
+    rest = sum(q.need for q in queues if not _backlogged(q.signals))
+    weights = slot_weights(order, waiting)
+    total = sum(weights)
+    return rest + max(
+        (q.need * total / w for q, w in zip(waiting, weights, strict=True)), default=0.0
+    )
+
+
+def slot_weights(order: ServingOrder, queues: Sequence[QueueShare]) -> list[float]:
+    """Each queue's weight in the pool's slots while the queues have jobs waiting: its weight in
+    the fetches (weighted: its weight; round robin: 1) times its job duration (``1 /``
+    per-worker throughput) where every queue's throughput is known, else the fetch weight."""
+    fetch = [float(q.weight) if order is ServingOrder.WEIGHTED else 1.0 for q in queues]
+    if any(not q.decision.throughput for q in queues):
+        return fetch
+    return [f / (q.decision.throughput or 1.0) for f, q in zip(fetch, queues, strict=True)]
+
+
 def allot(
-    order: ServingOrder, needs: Sequence[float], weights: Sequence[int], workers: float
+    order: ServingOrder, needs: Sequence[float], weights: Sequence[float], workers: float
 ) -> list[float]:
     """What each queue gets of ``workers`` under ``order``: strict, in list order, each what
-    it needs of what the queues before it leave; weighted (roundRobin: equal weights), each
-    its weight's share, a queue's share beyond its need going to the others (water-filling)."""
+    it needs of what the queues before it leave; weighted and round robin, each its share by
+    ``weights`` (:func:`slot_weights`), a queue's share beyond its need going to the others
+    (water-filling)."""
     if order is ServingOrder.STRICT:
         left, out = workers, []
         for need in needs:
@@ -237,7 +271,7 @@ def allot(
             out.append(take)
             left -= take
         return out
-    shares = [float(w) if order is ServingOrder.WEIGHTED else 1.0 for w in weights]
+    shares = list(weights)
     out = [0.0] * len(needs)
     open_ = {i for i, need in enumerate(needs) if need > 0}
     left = workers
@@ -276,7 +310,8 @@ def bound_pool(
         desired, reason = ceiling.workers, Reason.CLAMPED
     if desired == 0:
         reason = Reason.IDLE
-    allotted = allot(need.order, [q.need for q in queues], [q.weight for q in queues], desired)
+    weights = slot_weights(need.order, queues)
+    allotted = allot(need.order, [q.need for q in queues], weights, desired)
     queues = tuple(replace(q, allotted=a) for q, a in zip(queues, allotted, strict=True))
     driving = _driving(queues)
     if ceiling.unknown is None:

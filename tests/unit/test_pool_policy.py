@@ -102,14 +102,14 @@ def test_weighted_order_gives_each_queue_its_weights_share_under_the_ceiling() -
         (ServingOrder.STRICT, [3, 4, 5], [1, 1, 1], 20, [3, 4, 5]),
         (ServingOrder.WEIGHTED, [10, 10, 10], [5, 3, 1], 9, [5, 3, 1]),
         (ServingOrder.WEIGHTED, [2, 10, 10], [5, 3, 1], 9, [2, 5.25, 1.75]),
-        (ServingOrder.ROUND_ROBIN, [1, 10, 10], [5, 3, 1], 9, [1, 4, 4]),
+        (ServingOrder.ROUND_ROBIN, [1, 10, 10], [1, 1, 1], 9, [1, 4, 4]),
         (ServingOrder.ROUND_ROBIN, [0, 2, 2], [1, 1, 1], 9, [0, 2, 2]),
     ],
 )
 def test_allot(
     order: ServingOrder,
     needs: list[float],
-    weights: list[int],
+    weights: list[float],
     workers: float,
     expected: list[float],
 ) -> None:
@@ -197,3 +197,25 @@ def test_a_starved_queue_borrows_the_throughput_the_pool_learned() -> None:
     pool, _ = decide_pool(members, spec, NOW + 1, state)
     # low, which runs nothing, takes 2/s a worker: 2/2 + 600/60/2 = 6
     assert round(pool.queues[1].need, 6) == 6.0
+
+
+def test_round_robin_shares_fetches_so_a_queue_of_long_jobs_takes_the_slots() -> None:
+    """kombu reads emails and reports in turn: while both have jobs waiting, each 8 s report
+    holds its slot 16 times as long as a 500 ms email, so emails gets 1/17 of the slots."""
+    metadata = {
+        "url": "amqp://guest:guest@localhost:5672/%2F",
+        "queues": "emails,reports",
+        "queueOrder": "roundRobin",
+        "workerConcurrency": "8",
+        "queueJobDurations": "emails=500ms,reports=8s",
+    }
+    emails = signals_of(depth=100, in_flight=10, consumers=4, age=10, arrivals=20, completions=20, flow=20)  # fmt: skip
+    reports = signals_of(depth=400, in_flight=22, consumers=4, age=100, arrivals=0.2, completions=0.2, flow=0.2)  # fmt: skip
+    pool = decided(parse_metadata(metadata), emails, reports)
+    # emails: 20/s at 16/s a worker + 100 in 60 s = 1.354; reports: 0.2/s + 400 in 60 s at
+    # 1/s a worker = 6.867; emails' 1/17 of the slots must be 1.354 workers: 23.02
+    assert [round(q.need, 3) for q in pool.queues] == [1.354, 6.867]
+    assert round(pool.decision.needed or 0, 2) == 23.02
+    assert pool.decision.desired_workers == 24
+    strict = decided(parse_metadata(metadata | {"queueOrder": "strict"}), emails, reports)
+    assert strict.decision.desired_workers == 9  # emails first: the sum, 8.22

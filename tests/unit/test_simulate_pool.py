@@ -29,7 +29,7 @@ POOL_SCENARIOS = [
     if is_pool_document(yaml.safe_load(path.read_text()))
 ]
 #: where our policy misses the goal, and why (docs/simulator.md, "Pools")
-KNOWN_MISSES: dict[str, set[str]] = {"pool-celery-roundrobin": {"fewest_violations"}}
+KNOWN_MISSES: dict[str, set[str]] = {}
 
 
 def small_pool(order: str = "strict", **changes: Any) -> dict[str, Any]:
