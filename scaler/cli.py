@@ -22,6 +22,8 @@ from scaler.bounds import (
     MIN_SAMPLE_INTERVAL,
     Bounds,
 )
+from scaler.budget_registry import HOLD as BUDGET_HOLD
+from scaler.budget_registry import IDLE as BUDGET_IDLE
 from scaler.ceilings.registry import MIN_PROBE_INTERVAL, REFRESH_INTERVAL
 from scaler.connections import load_profiles
 from scaler.durations import parse_duration
@@ -227,6 +229,23 @@ def _parser() -> argparse.ArgumentParser:
         "probed ceilings)",
     )
     serve_cmd.add_argument(
+        "--budget-idle",
+        type=_duration,
+        default=BUDGET_IDLE,
+        metavar="DURATION",
+        help=f"a pool (ScaledObject) that asked nothing for this long frees its share of the "
+        f"dependency budgets it shares with others (default {BUDGET_IDLE:g}s)",
+    )
+    serve_cmd.add_argument(
+        "--budget-hold",
+        type=_duration,
+        default=BUDGET_HOLD,
+        metavar="DURATION",
+        help="a pool told to scale in may run its old workers this long, the longest HPA "
+        "scale-down stabilisation window of the ScaledObjects sharing a budget; others grow into "
+        f"its slots only after (default {BUDGET_HOLD:g}s, the HPA's default)",
+    )
+    serve_cmd.add_argument(
         "--health-port",
         type=int,
         help="also serve grpc.health.v1 alone in plain text on this port, for kubelet's gRPC "
@@ -364,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
             max_history_samples=args.max_history_samples,
             probe_interval=args.probe_interval,
             max_connections_per_broker=args.max_connections_per_broker,
+            budget_idle=args.budget_idle,
+            budget_hold=args.budget_hold,
         )
         try:
             asyncio.run(serve(config))

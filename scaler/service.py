@@ -17,6 +17,7 @@ from typing import TypeVar
 import grpc
 
 from scaler.bounds import UNBOUNDED, Bounds
+from scaler.budget_registry import BudgetRegistry
 from scaler.ceilings.registry import ProbeRegistry
 from scaler.decision_log import TriggerKey, decision_fields, decision_text
 from scaler.errors import (
@@ -108,6 +109,8 @@ class _Trigger:
     evaluator: Evaluator
     #: the last decision logged (reason, workers)
     logged: tuple[str, int] | None = None
+    #: the last decision recorded in the metrics (the shared budgets change it between samples)
+    recorded: Decision | None = None
 
 
 class ExternalScalerService(pb_grpc.ExternalScalerServicer):
@@ -123,8 +126,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         probes: ProbeRegistry | None = None,
         urls: UrlPolicy = OPEN_URLS,
         bounds: Bounds = UNBOUNDED,
+        budgets: BudgetRegistry | None = None,
     ) -> None:
         self._samplers = samplers
+        #: the dependency budgets shared between the pools that ask this server
+        self._budgets = budgets if budgets is not None else BudgetRegistry()
         #: the dependency probes (none: every probed dependency falls back)
         self._probes = probes
         self._limits = limits or Limits()
@@ -283,10 +289,18 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             trigger = self._triggers[key] = _Trigger(now, Evaluator())
         trigger.asked = now
         evaluation = trigger.evaluator.evaluate(history, spec, sampler.arrivals, figures)
-        signals, decision = evaluation.signals, evaluation.decision
-        if evaluation.fresh:  # recorded and logged once per sample and probe figures
+        signals = evaluation.signals
+        # the pool's share of the dependencies it shares with other pools, after its own decision
+        decision = self._budgets.apply(
+            ref.namespace, ref.name, key, spec, signals, evaluation.decision, now
+        )
+        # recorded and logged once per sample and probe figures, and when the budgets change it
+        if evaluation.fresh or decision != trigger.recorded:
+            trigger.recorded = decision
             self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
             self._log_decision(key, trigger, signals, decision)
+            for budget in self._budgets.touched(ref.namespace, spec):
+                self._metrics.record_budget(budget)
         return signals, decision
 
     def _forget_idle(self, now: float) -> None:
@@ -298,6 +312,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         idle = [k for k, t in self._triggers.items() if now - t.asked > self._idle_after]
         for key in idle:
             del self._triggers[key]
+        self._metrics.keep_budgets(self._budgets.snapshot(now))
         kept = {Metrics.trigger_labels(ns, name, spec) for ns, name, spec in self._triggers}
         for ns, name, spec in idle:
             labels = Metrics.trigger_labels(ns, name, spec)
