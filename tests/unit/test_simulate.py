@@ -19,10 +19,16 @@ from scaler.simulate.keda import (
 )
 from scaler.simulate.run import simulate
 from scaler.simulate.scenario import Hpa, Keda, ScenarioError
-from scaler.simulate.scenario_file import load_scenario, parse_scenario
+from scaler.simulate.scenario_file import load_document, load_scenario, parse_scenario
 from scaler.simulate.scoreboard import KEYS, OURS, verdict
+from scaler.simulate.shared_scenario import is_shared
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
+#: the single-Deployment scenarios (tests/unit/test_simulate_shared.py has the others)
+SCENARIOS = [
+    path
+    for path in sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
+    if not is_shared(load_document(path))
+]
 
 #: where our policy misses the goal, and why (docs/simulator.md, "Where the goal is missed");
 #: none since the keep-up rate leaves out a burst that came with the oldest waiting job
