@@ -10,10 +10,12 @@ registry records what the pool needs, splits each budget between the pools that 
 ``idle`` seconds (:mod:`scaler.shared_budget`'s rule) and lowers the decision to the pool's
 grant, with the reason ``shared budget postgres: 8 of 20 workers, 2 pools``.
 
-What a pool may still run (``held``) is the most of what its broker shows attached and what it
-was answered within ``hold`` seconds: the HPA keeps the highest recommendation of its
-scale-down stabilisation window (300 s by default), so a pool told to shrink may run its old
-count that long, and another pool may grow into those slots only after.
+What a pool may still run (``held``) is the most of what its broker shows attached, what it
+was answered within ``hold`` seconds, and one worker if it was answered active within
+``cooldown`` seconds: the HPA keeps the highest recommendation of its scale-down stabilisation
+window (300 s by default), so a pool told to shrink may run its old count that long, and KEDA
+keeps the HPA's one replica until its ``cooldownPeriod`` (300 s by default) has passed since
+the pool was last active. Another pool grows into those slots only after.
 
 Bounded, since any ScaledObject author creates these: at most ``max_budgets`` budgets (a new one
 past it replaces the budget asked about least recently whose pools have all gone idle, else it
@@ -41,6 +43,9 @@ IDLE = 120.0
 #: a pool may run what it was answered this long ago (serve --budget-hold: the HPA's default
 #: scale-down stabilisation window)
 HOLD = 300.0
+#: a pool answered active may run one worker this long after (serve --budget-cooldown: KEDA's
+#: default cooldownPeriod; below it the HPA keeps at least one replica)
+COOLDOWN = 300.0
 #: budgets one server keeps at most
 MAX_BUDGETS = 1000
 #: pools sharing one budget at most
@@ -93,12 +98,16 @@ class _Pool:
     triggers: dict[Hashable, _TriggerAsk] = field(default_factory=dict)
     #: answers within ``hold``, each larger than every later one (the window's maximum first)
     answers: collections.deque[tuple[float, int]] = field(default_factory=collections.deque)
+    #: when it was last answered active (KEDA keeps a worker until its cooldown has passed)
+    last_active: float | None = None
 
-    def ask(self, pool: str, now: float, hold: float) -> PoolAsk:
+    def ask(self, pool: str, now: float, hold: float, cooldown: float) -> PoolAsk:
         asks = self.triggers.values()
         while self.answers and self.answers[0][0] < now - hold:
             self.answers.popleft()
         answered = self.answers[0][1] if self.answers else 0
+        if self.last_active is not None and now - self.last_active <= cooldown:
+            answered = max(answered, 1)
         observed = max((a.observed or 0 for a in asks), default=0)
         return PoolAsk(
             pool=pool,
@@ -109,10 +118,12 @@ class _Pool:
             held=max(answered, observed),
         )
 
-    def answered(self, now: float, workers: int) -> None:
+    def answered(self, now: float, workers: int, active: bool | None) -> None:
         while self.answers and self.answers[-1][1] <= workers:
             self.answers.pop()
         self.answers.append((now, workers))
+        if active:
+            self.last_active = now
 
 
 @dataclass(slots=True)
@@ -160,11 +171,13 @@ class BudgetRegistry:
         *,
         idle: float = IDLE,
         hold: float = HOLD,
+        cooldown: float = COOLDOWN,
         max_budgets: int = MAX_BUDGETS,
         max_pools: int = MAX_POOLS,
     ) -> None:
         self.idle = idle
         self.hold = hold
+        self.cooldown = cooldown
         self.max_budgets = max_budgets
         self.max_pools = max_pools
         #: least recently asked first
@@ -218,7 +231,7 @@ class BudgetRegistry:
             pools.append(entry)
             split = self._split(key, budget, now)
             share = next(s for s in split.pools if s.pool == pool)
-            asked = entry.ask(pool, now, self.hold)
+            asked = entry.ask(pool, now, self.hold, self.cooldown)
             whole = math.floor(split.limit / asked.per_worker + 1e-9)
             found = _Grant(
                 key, dep.name, Share(share.allotted, share.granted), whole, len(split.pools)
@@ -227,11 +240,11 @@ class BudgetRegistry:
                 tightest = found
         if tightest is None:
             return decision
-        granted = tightest.share.granted
-        workers = min(decision.desired_workers, granted)
+        workers = min(decision.desired_workers, tightest.share.granted)
+        answer = _within(decision, spec, signals, tightest, workers)
         for entry in pools:
-            entry.answered(now, workers)
-        return _within(decision, spec, signals, tightest, workers)
+            entry.answered(now, workers, answer.active)
+        return answer
 
     def _budget(self, key: BudgetKey, now: float) -> _Budget:
         budget = self._budgets.get(key)
@@ -266,7 +279,10 @@ class BudgetRegistry:
 
     def _split(self, key: BudgetKey, budget: _Budget, now: float) -> BudgetShares:
         self._expire(key, budget, now)
-        asks = [pool.ask(name, now, self.hold) for name, pool in sorted(budget.pools.items())]
+        asks = [
+            pool.ask(name, now, self.hold, self.cooldown)
+            for name, pool in sorted(budget.pools.items())
+        ]
         # the limits the pools' triggers name may disagree: the smallest is kept to
         limit = min(a.limit for pool in budget.pools.values() for a in pool.triggers.values())
         split = shares(limit, asks)

@@ -22,6 +22,7 @@ from scaler.bounds import (
     MIN_SAMPLE_INTERVAL,
     Bounds,
 )
+from scaler.budget_registry import COOLDOWN as BUDGET_COOLDOWN
 from scaler.budget_registry import HOLD as BUDGET_HOLD
 from scaler.budget_registry import IDLE as BUDGET_IDLE
 from scaler.ceilings.registry import MIN_PROBE_INTERVAL, REFRESH_INTERVAL
@@ -246,6 +247,15 @@ def _parser() -> argparse.ArgumentParser:
         f"its slots only after (default {BUDGET_HOLD:g}s, the HPA's default)",
     )
     serve_cmd.add_argument(
+        "--budget-cooldown",
+        type=_duration,
+        default=BUDGET_COOLDOWN,
+        metavar="DURATION",
+        help="a pool answered active may keep one worker this long after, the longest KEDA "
+        f"cooldownPeriod of the ScaledObjects sharing a budget (default {BUDGET_COOLDOWN:g}s, "
+        "KEDA's default)",
+    )
+    serve_cmd.add_argument(
         "--health-port",
         type=int,
         help="also serve grpc.health.v1 alone in plain text on this port, for kubelet's gRPC "
@@ -385,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             max_connections_per_broker=args.max_connections_per_broker,
             budget_idle=args.budget_idle,
             budget_hold=args.budget_hold,
+            budget_cooldown=args.budget_cooldown,
         )
         try:
             asyncio.run(serve(config))

@@ -28,6 +28,7 @@ from scaler.bounds import (
     DEFAULT_MIN_SAMPLE_INTERVAL,
     Bounds,
 )
+from scaler.budget_registry import COOLDOWN as BUDGET_COOLDOWN
 from scaler.budget_registry import HOLD as BUDGET_HOLD
 from scaler.budget_registry import IDLE as BUDGET_IDLE
 from scaler.budget_registry import BudgetRegistry
@@ -100,6 +101,9 @@ class ServerConfig:
     #: a pool may run what it was answered this long ago: its HPA's scale-down stabilisation
     #: (serve --budget-hold)
     budget_hold: float = BUDGET_HOLD
+    #: a pool answered active may run a worker this long after: KEDA's cooldownPeriod
+    #: (serve --budget-cooldown)
+    budget_cooldown: float = BUDGET_COOLDOWN
 
 
 @dataclass
@@ -139,7 +143,9 @@ async def running_server(
         samplers,
         metrics,
         profiles,
-        budgets=BudgetRegistry(idle=config.budget_idle, hold=config.budget_hold),
+        budgets=BudgetRegistry(
+            idle=config.budget_idle, hold=config.budget_hold, cooldown=config.budget_cooldown
+        ),
         first_sample_timeout=config.first_sample_timeout,
         idle_after=config.idle_after,
         limits=config.limits,

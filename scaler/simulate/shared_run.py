@@ -80,9 +80,11 @@ def simulate_shared(
     step = max(tick, tick * round(scenario.duration / SERIES_POINTS / tick))
     results: dict[str, dict[str, RunResult]] = {}
     over: dict[str, float] = {}
+    # set as the operator would: the Deployments' longest HPA window and KEDA cooldown
     hold = max(d.hpa.scale_down_stabilization for d in scenario.deployments)
+    cooldown = max(d.keda.cooldown_period for d in scenario.deployments)
     for name in policies:
-        budgets = BudgetRegistry(hold=hold)
+        budgets = BudgetRegistry(hold=hold, cooldown=cooldown)
         simulations = [
             Simulation(d, w, _autoscaler(name, d, pool, budgets), tick=tick, series_step=step)
             for d, w, pool in zip(scenario.deployments, workloads, scenario.names, strict=True)

@@ -39,6 +39,7 @@ async def serving(
         grace=2.0,
         min_sample_interval=0.1,
         budget_hold=hold,
+        budget_cooldown=hold,
         budget_idle=idle,
     )
     async with (
