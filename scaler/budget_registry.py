@@ -62,8 +62,10 @@ class BudgetKey:
 
     @property
     def label(self) -> str:
-        """``shop/postgres``, ``shop/orders/postgres``, ``profile/orders-pg``: for metrics."""
-        return f"{self.scope.replace('namespace ', '').replace(', scope ', '/')}/{self.name}"
+        """``shop/postgres``, ``shop/orders/postgres``, ``profile/orders-pg``: for metrics
+        (``postgres`` where no namespace is known: ``probe`` without ``--namespace``)."""
+        prefix = self.scope.removeprefix("namespace ").replace(", scope ", "/").strip("/")
+        return f"{prefix}/{self.name}" if prefix else self.name
 
 
 def budget_key(namespace: str, spec: TriggerSpec, dep: Dependency) -> BudgetKey | None:
