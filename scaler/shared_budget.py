@@ -33,7 +33,7 @@ from dataclasses import dataclass
 #: slack on comparisons of slot counts (limits and per-worker slots are given as decimals)
 EPSILON = 1e-9
 #: bisection steps for the water level: the level is then exact to far below one slot
-_LEVEL_STEPS = 100
+_LEVEL_STEPS = 60
 
 
 @dataclass(frozen=True, slots=True)
