@@ -9,7 +9,7 @@ only brokers/ (:mod:`brokers.format_api` describes a format, :mod:`brokers.error
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -126,3 +126,9 @@ class QueueAdapter(Protocol):
 #: connections of the server that runs it (:class:`brokers.connections.Connections`), which it
 #: shares with the server's other adapters and releases in ``aclose``
 AdapterFactory = Callable[[QueueSource, "Connections"], QueueAdapter]
+
+#: how a format lists the queues its broker holds (``FormatInfo.queue_lister`` names one), given a
+#: source on that broker (its queue is not read) and the server's connections: the names, as a
+#: trigger's ``queue`` would give them. Raises :class:`brokers.errors.BrokerUnavailable` on an
+#: outage, like a sample
+QueueLister = Callable[[QueueSource, "Connections"], Awaitable[tuple[str, ...]]]

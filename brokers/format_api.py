@@ -169,3 +169,6 @@ class FormatInfo:
     snapshot_model: SnapshotModelFactory | None = None
     #: one line for listings (``queue-age-scaler formats``)
     summary: str = ""
+    #: "module:callable" that lists the broker's queues of this format (a
+    #: :data:`brokers.base.QueueLister`), for a pool's globs; ``""``: it cannot list them
+    queue_lister: str = ""

@@ -37,10 +37,11 @@ def _list(
     summary: str,
     adapter: str = _LISTS,
     model: SnapshotModelFactory = list_model,
+    lister: str = "",
 ) -> FormatInfo:
     return FormatInfo(
         name, REDIS, prefix, end, consumers, in_flight, _PREFIX_ONLY, adapter,
-        list_options, model, summary,
+        list_options, model, summary, lister,
     )  # fmt: skip
 
 
@@ -52,7 +53,7 @@ FORMATS: dict[str, FormatInfo] = {
         _list(
             "sidekiq", "", End.TAIL, True, True,
             "Sidekiq (Ruby): queue:<name>, workers and in flight from the processes",
-            "brokers.redis_sidekiq:SidekiqAdapter",
+            "brokers.redis_sidekiq:SidekiqAdapter", lister="brokers.redis_sidekiq:list_queues",
         ),
         # RQ: RPUSH rq:queue:<name> of ids, BLPOP; oldest at 0; rq:job:<id> enqueued_at (ISO UTC);
         # completions from the workers' job counters (brokers/redis_rq.py)
@@ -114,6 +115,7 @@ FORMATS: dict[str, FormatInfo] = {
             "amqp", RABBITMQ, "", End.HEAD, True, True, ("managementUrl",),
             "brokers.rabbitmq:RabbitQueueAdapter", amqp_options, queue_model,
             "any RabbitMQ queue: classic, quorum, priority (managementUrl)",
+            "brokers.rabbitmq:list_queues",
         ),
     )
 }  # fmt: skip

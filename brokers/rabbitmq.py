@@ -54,6 +54,7 @@ from brokers.base import Precision, QueueSnapshot, QueueSource
 from brokers.connections import Connections
 from brokers.errors import (
     TLS_FILES,
+    BrokerRefused,
     BrokerUnavailable,
     BrokerUnreachable,
     NotTheBroker,
@@ -225,3 +226,33 @@ def _int(value: object) -> int | None:
 
 def _float(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+#: a management reply this young lists the queues of a pool's globs (the samplers' replies count)
+LIST_REUSE = 5.0
+
+
+async def list_queues(source: QueueSource, connections: Connections) -> tuple[str, ...]:
+    """The queues of ``source``'s vhost, as the management API lists them (``GET
+    /api/queues/<vhost>``, the request the samplers of the vhost share), in name order; streams
+    are left out (they are not job queues)."""
+    endpoint = parse_amqp_url(source.url)
+    management = management_endpoint(source.url, source.options_as(RabbitOptions).management_url)
+    clients = rabbitmq_management.clients(connections)
+    try:
+        stats = rabbitmq_management.acquire(connections, management, endpoint.vhost)
+    except (OSError, ssl.SSLError) as exc:
+        raise QueueMisconfigured(
+            f"{source.describe()}: {TLS_FILES}", detail=f"management API: {exc!r}"
+        ) from None
+    try:
+        reply = await stats.reply_after(time.time() - LIST_REUSE)
+    finally:
+        await clients.release(management)
+    if reply.error is not None:
+        kind, detail = reply.error
+        what = f"the management API lists no queues ({detail})"
+        if kind == rabbitmq_management.DENIED:
+            raise BrokerRefused(source.broker, source.queue, detail=what)
+        raise BrokerUnavailable(source.broker, source.queue, what)
+    return tuple(sorted(name for name, q in reply.queues.items() if q.get("type") != "stream"))

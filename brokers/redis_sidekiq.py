@@ -38,8 +38,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from brokers.base import QueueSource
+from brokers.connections import Connections
 from brokers.payloads import MAX_PAYLOAD_BYTES
-from brokers.redis_connection import Command
+from brokers.redis_connection import Command, RedisConnection
+from brokers.redis_options import ListLayout
 from brokers.redis_registry import RegistryAdapter
 
 #: a process whose last heartbeat is older than this is gone (Sidekiq's own 60 s)
@@ -108,3 +111,22 @@ class SidekiqAdapter(RegistryAdapter):
     def registry_counts(self, reply: list[Any]) -> tuple[int | None, int | None]:
         workers, running = reply
         return int(workers), int(running)
+
+
+async def list_queues(source: QueueSource, connections: Connections) -> tuple[str, ...]:
+    """The queues Sidekiq knows: the names in its set ``P:queues``, which a push adds to
+    (``Sidekiq::Client``) and ``Sidekiq::Queue#clear`` removes from (``Sidekiq::Queue.all`` reads
+    it), in name order."""
+    prefix = source.options_as(ListLayout).key_prefix
+    connection = RedisConnection(source, connections)
+    try:
+        (members,) = await connection.execute(
+            [("SMEMBERS", f"{prefix}:queues" if prefix else "queues")], transaction=False
+        )
+    finally:
+        await connection.aclose()
+    return tuple(sorted(_text(member) for member in members))
+
+
+def _text(member: bytes | str) -> str:
+    return member.decode(errors="replace") if isinstance(member, bytes) else member

@@ -9,7 +9,7 @@ import importlib
 import importlib.metadata
 from collections.abc import Iterable, Mapping
 
-from brokers.base import AdapterFactory, QueueAdapter, QueueSource
+from brokers.base import AdapterFactory, QueueAdapter, QueueLister, QueueSource
 from brokers.connections import Connections
 from brokers.errors import InvalidPlugin
 from brokers.format_api import BrokerInfo, FormatInfo
@@ -23,7 +23,8 @@ CORE_KEYS = frozenset(
         "broker", "connection", "url", "queue", "format", "targetAge", "targetDrainTime",
         "workerThroughput", "jobDuration", "workerConcurrency", "minWorkers", "maxWorkers",
         "dependencies", "metric", "activationAge", "activationDepth", "rateWindow",
-        "sampleInterval", "learnKnee", "dependencyScope", "dependencyWeight",
+        "sampleInterval", "learnKnee", "dependencyScope", "dependencyWeight", "queues",
+        "queueOrder", "queueTargetAges",
     }
 )  # fmt: skip
 
@@ -146,6 +147,17 @@ def applies_to(key: str) -> str | None:
         if key in FORMATS[name].layout_keys:
             return name
     return None
+
+
+async def list_queues(source: QueueSource, connections: Connections) -> tuple[str, ...]:
+    """The queues of ``source``'s format on its broker, importing the lister on first use
+    (ValueError for a format that cannot list them: ``FormatInfo.queue_lister`` is empty)."""
+    where = format_info(source.format).queue_lister
+    if not where:
+        raise ValueError(f"format {source.format} cannot list its queues")
+    module_name, _, name = where.partition(":")
+    lister: QueueLister = getattr(importlib.import_module(module_name), name)
+    return await lister(source, connections)
 
 
 def open_adapter(source: QueueSource, connections: Connections) -> QueueAdapter:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from scaler.durations import format_duration
 from scaler.errors import InvalidMetadata
+from scaler.pool_spec import DEFAULT_MAX_POOL_QUEUES
 
 #: the parser's own floor: no operator flag goes below it
 MIN_SAMPLE_INTERVAL = 0.1
@@ -30,6 +31,8 @@ class Bounds:
     max_rate_window: float | None = DEFAULT_MAX_RATE_WINDOW
     #: None: no ceiling
     max_history_samples: int | None = DEFAULT_MAX_HISTORY_SAMPLES
+    #: the most queues one pool trigger may have, listed or matched by its globs
+    max_pool_queues: int = DEFAULT_MAX_POOL_QUEUES
 
     def __post_init__(self) -> None:
         if self.min_sample_interval < MIN_SAMPLE_INTERVAL:
@@ -42,6 +45,8 @@ class Bounds:
             )
         if self.max_history_samples is not None and self.max_history_samples < 2:
             raise ValueError("--max-history-samples: at least 2 (a rate needs two samples)")
+        if self.max_pool_queues < 1:
+            raise ValueError("--max-pool-queues: at least 1")
 
     def check_sample_interval(self, given: str, seconds: float) -> None:
         if seconds < self.min_sample_interval:

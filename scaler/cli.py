@@ -29,6 +29,7 @@ from scaler.ceilings.registry import MIN_PROBE_INTERVAL, REFRESH_INTERVAL
 from scaler.connections import load_profiles
 from scaler.durations import parse_duration
 from scaler.errors import CannotListen, InvalidPlugin, ScalerError
+from scaler.pool_spec import DEFAULT_MAX_POOL_QUEUES
 from scaler.probe import probe, render_table
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
 from scaler.service import status_of
@@ -134,6 +135,14 @@ def _tenant_options(*, open_urls_note: str) -> argparse.ArgumentParser:
         help="the most samples a trigger's rateWindow may hold, rateWindow / sampleInterval, "
         f"and a queue's history keeps (default {DEFAULT_MAX_HISTORY_SAMPLES}: an hour at 1s)",
     )
+    group.add_argument(
+        "--max-pool-queues",
+        type=int,
+        default=DEFAULT_MAX_POOL_QUEUES,
+        metavar="N",
+        help="the most queues one pool trigger (queues) may have, listed or matched by its "
+        f"globs (default {DEFAULT_MAX_POOL_QUEUES})",
+    )
     return options
 
 
@@ -145,6 +154,7 @@ def _access(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[
             args.min_sample_interval,
             args.max_rate_window or None,
             args.max_history_samples,
+            args.max_pool_queues,
         )
     except ValueError as error:
         parser.error(str(error))
@@ -391,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             min_sample_interval=bounds.min_sample_interval,
             max_rate_window=bounds.max_rate_window,
             max_history_samples=args.max_history_samples,
+            max_pool_queues=bounds.max_pool_queues,
             probe_interval=args.probe_interval,
             max_connections_per_broker=args.max_connections_per_broker,
             budget_idle=args.budget_idle,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from scaler import logs
 from scaler.policy import Decision
+from scaler.pool_policy import PoolDecision
 from scaler.signals import QueueSignals
 from scaler.trigger_spec import TriggerSpec
 
@@ -13,9 +14,35 @@ TriggerKey = tuple[str, str, TriggerSpec]
 
 
 def decision_fields(
+    namespace: str,
+    name: str,
+    spec: TriggerSpec,
+    signals: QueueSignals,
+    decision: Decision,
+    pool: PoolDecision | None = None,
+) -> dict[str, object]:
+    """A decision and its inputs as log fields (keys of the object in JSON logs); for a pool,
+    the signals are the driving queue's, and ``pool_queues`` has each queue's part."""
+    fields = _fields(namespace, name, spec, signals, decision)
+    if pool is not None:
+        fields["driving_queue"] = pool.driving
+        fields["pool_queues"] = [
+            {
+                "queue": q.name,
+                "needed_workers": round(q.need, 3),
+                "allotted_workers": round(q.allotted, 3),
+                "depth": q.signals.depth,
+                "oldest_age_seconds": q.signals.oldest_age.value,
+                "reason": q.decision.reason_label,
+            }
+            for q in pool.queues
+        ]
+    return fields
+
+
+def _fields(
     namespace: str, name: str, spec: TriggerSpec, signals: QueueSignals, decision: Decision
 ) -> dict[str, object]:
-    """A decision and its inputs as log fields (keys of the object in JSON logs)."""
     return {
         "namespace": namespace,
         "scaled_object": name,

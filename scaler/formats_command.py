@@ -28,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
                 "from": origins.get(info.name, "built-in"),
                 "keys": list(info.layout_keys),
                 "simulated": info.snapshot_model is not None,
+                #: whether a pool trigger's globs can be resolved (the format lists its queues)
+                "lists_queues": bool(info.queue_lister),
                 "summary": info.summary,
             }
             for info in infos

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from scaler.ceilings.headroom import Headroom
     from scaler.ceilings.limit import Ceiling
     from scaler.policy import Decision
+    from scaler.pool_policy import PoolDecision
     from scaler.signals import QueueSignals
     from scaler.trigger_spec import TriggerSpec
 
@@ -197,6 +198,28 @@ class Metrics:
             registry=r,
         )
         self._budget_pools: dict[str, set[str]] = {}
+        self.pool_need = Gauge(
+            f"{PREFIX}_pool_queue_needed_workers",
+            "A pool trigger's queue: the workers serving it alone that it needs to meet its own "
+            "targetAge (the pool's desired_workers is their sum, under its bounds)",
+            (*TRIGGER_LABELS, "pool_queue"),
+            registry=r,
+        )
+        self.pool_allotted = Gauge(
+            f"{PREFIX}_pool_queue_allotted_workers",
+            "A pool trigger's queue: what it gets of the pool's desired workers under the "
+            "serving order (strict: the higher queues first; weighted: by weight)",
+            (*TRIGGER_LABELS, "pool_queue"),
+            registry=r,
+        )
+        self.pool_driving = Gauge(
+            f"{PREFIX}_pool_queue_driving",
+            "1 for the queue of a pool trigger that drives its decision (the one left shortest "
+            "under a ceiling, else the one that needs most), 0 for the others",
+            (*TRIGGER_LABELS, "pool_queue"),
+            registry=r,
+        )
+        self._pool_queues: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._reasons: dict[tuple[str, ...], str] = {}
         self._ceiling_sources: dict[tuple[str, ...], str] = {}
         self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
@@ -267,6 +290,7 @@ class Metrics:
         for name in KNEE_FIGURES:
             with contextlib.suppress(KeyError):
                 self.knee.remove(*labels, name)
+        self._forget_pool_queues(labels, ())
         with self._lock:
             reason = self._reasons.pop(labels, None)
             if reason is not None:
@@ -323,6 +347,30 @@ class Metrics:
             figures = (fit.workers, fit.peak, fit.sigma, fit.kappa)
             for name, value in zip(KNEE_FIGURES, figures, strict=True):
                 self.knee.labels(*labels, name).set(value)
+
+    def record_pool(self, namespace: str, name: str, spec: TriggerSpec, pool: PoolDecision) -> None:
+        """Each queue of a pool trigger: its need, its allotment and whether it drives."""
+        labels = self.trigger_labels(namespace, name, spec)
+        with self._lock:
+            if labels not in self._reasons:  # record_decision dropped the trigger's series
+                return
+        names = tuple(label(queue.name) for queue in pool.queues)
+        self._forget_pool_queues(labels, names)
+        for queue, shown in zip(pool.queues, names, strict=True):
+            self.pool_need.labels(*labels, shown).set(queue.need)
+            self.pool_allotted.labels(*labels, shown).set(queue.allotted)
+            self.pool_driving.labels(*labels, shown).set(1 if queue.name == pool.driving else 0)
+        with self._lock:
+            self._pool_queues[labels] = names
+
+    def _forget_pool_queues(self, labels: tuple[str, ...], keep: tuple[str, ...]) -> None:
+        """Drop the series of a pool's queues that are not in ``keep`` (a glob's match gone)."""
+        with self._lock:
+            before = self._pool_queues.pop(labels, ())
+        for queue in set(before) - set(keep):
+            for gauge in (self.pool_need, self.pool_allotted, self.pool_driving):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*labels, queue)
 
     def _record_ceiling(self, labels: tuple[str, ...], ceiling: Ceiling) -> None:
         """Each dependency's ceiling, under its current source only."""

@@ -79,6 +79,8 @@ class Decision:
     ceiling_parts: Ceiling | None = None
     #: the throughput knee learned so far, with ``learnKnee``
     knee: KneeState | None = None
+    #: what the reason text adds (a pool's: the queue that drives the decision)
+    detail: str | None = None
 
     @property
     def reason_label(self) -> str:
@@ -94,11 +96,12 @@ class Decision:
         """The reason, with the live figure behind a probed ceiling:
         ``clamped by postgres (live: 40 slots, 37 free)``."""
         note = self.ceiling_parts.note if self.ceiling_parts is not None else None
+        text = self.reason_label
         if self.reason is Reason.SHARED_BUDGET and note:
-            return f"{self.reason_label}: {note}"
+            text = f"{text}: {note}"
         if self.reason is Reason.CLAMPED and note:
-            return f"{self.reason_label} ({note})"
-        return self.reason_label
+            text = f"{text} ({note})"
+        return text if self.detail is None else f"{text}; {self.detail}"
 
     @property
     def ceiling_unknown(self) -> str | None:

@@ -18,6 +18,9 @@ from scaler.ceilings.registry import PROBE_TIMEOUT, ProbeRegistry
 from scaler.evaluation import Evaluator
 from scaler.metrics import Metrics
 from scaler.policy import Decision
+from scaler.pool_evaluation import PoolEvaluator, QueueHistory
+from scaler.pool_policy import PoolDecision, QueueShare, member_spec
+from scaler.pool_queues import PoolQueues
 from scaler.profiles import Profile
 from scaler.sampler import SamplerRegistry
 from scaler.signals import Figure, QueueSignals
@@ -42,6 +45,8 @@ async def probe(
     None), unless told otherwise.
     """
     spec = parse_metadata(metadata, profiles, namespace=namespace, urls=urls, bounds=bounds)
+    if spec.pool is not None:
+        return await _probe_pool(spec, duration, bounds)
     metrics = Metrics()
     connections = Connections()  # probe's own, closed when it is done
     samplers = SamplerRegistry(open_adapter, metrics, connections=connections)
@@ -66,6 +71,91 @@ async def probe(
     out["warnings"] = sorted({kind for snapshot in history for kind in snapshot.warnings})
     out["warnings"] += decision.ceiling_warnings  # a probe that cannot read, and what it does
     return out
+
+
+async def _probe_pool(spec: TriggerSpec, duration: float, bounds: Bounds) -> dict[str, Any]:
+    """``probe`` of a pool trigger: each of its queues sampled, then the pool's decision."""
+    metrics = Metrics()
+    connections = Connections()
+    samplers = SamplerRegistry(open_adapter, metrics, connections=connections)
+    probes = ProbeRegistry(metrics)
+    try:
+        queues = await PoolQueues(connections, max_queues=bounds.max_pool_queues).resolve(spec)
+        each = [samplers.get(member_spec(spec, queue)) for queue in queues]
+        await probes.figures(spec, first_timeout=0.0)
+        await asyncio.sleep(duration)
+        histories = [await sampler.history(first_timeout=1.0) for sampler in each]
+        figures = await probes.figures(spec, first_timeout=PROBE_TIMEOUT)
+    finally:
+        await samplers.aclose()
+        await probes.aclose()
+        await connections.aclose()
+    evaluator = PoolEvaluator()
+    for end in range(2, min(len(history) for history in histories)):  # replay, as in probe()
+        evaluator.evaluate(
+            [QueueHistory(q, h[:end]) for q, h in zip(queues, histories, strict=True)], spec
+        )
+    final = [
+        QueueHistory(q, h, sampler.arrivals)
+        for q, h, sampler in zip(queues, histories, each, strict=True)
+    ]
+    pool = evaluator.evaluate(final, spec, figures).pool
+    out = pool_report(spec, pool, figures)
+    out["warnings"] = sorted(
+        {kind for history in histories for s in history for kind in s.warnings}
+    )
+    out["warnings"] += pool.decision.ceiling_warnings
+    return out
+
+
+def pool_report(
+    spec: TriggerSpec, pool: PoolDecision, figures: Mapping[str, ProbeFigure] | None = None
+) -> dict[str, Any]:
+    """A pool trigger's report: the pool's answer, then each queue and its part of it."""
+    assert spec.pool is not None
+    decision = pool.decision
+    out: dict[str, Any] = {
+        "queues": spec.pool.text,
+        "queue_order": spec.pool.order.value,
+        "broker": spec.source.broker,
+        "format": spec.source.format,
+        "metric": spec.metric.value,
+        "metric_name": spec.metric_name,
+        "metric_value": _number(decision.metric_value),
+        "desired_workers": decision.desired_workers,
+        "needed_workers": _number(decision.needed),
+        "ceiling": decision.ceiling,
+        "reason": decision.reason_text,
+        "driving_queue": pool.driving,
+        "utilisation": _number(decision.utilisation),
+        "active": decision.active,
+        "pool": [_pool_queue(queue, queue.name == pool.driving) for queue in pool.queues],
+    }
+    if decision.ceiling_parts is not None:  # the budgets named without a namespace
+        out["dependencies"] = _dependencies(spec, decision, figures or {}, "")
+    if decision.ceiling_unknown is not None:
+        out["ceiling_unknown"] = decision.ceiling_unknown
+    return out
+
+
+def _pool_queue(queue: QueueShare, driving: bool) -> dict[str, Any]:
+    signals, decision = queue.signals, queue.decision
+    return {
+        "queue": queue.name,
+        "weight": queue.weight,
+        "depth": signals.depth,
+        "in_flight": signals.in_flight,
+        "workers_share": signals.consumers,
+        "oldest_age_seconds": _number(signals.oldest_age.value),
+        "age_precision": signals.oldest_age.precision.value,
+        "arrival_rate": _number(signals.arrival_rate.value),
+        "worker_throughput": _number(decision.throughput),
+        "needed_workers": _number(queue.need),
+        "allotted_workers": _number(queue.allotted),
+        "reason": decision.reason_text,
+        "active": decision.active,
+        "driving": driving,
+    }
 
 
 def _number(value: float | None) -> float | None:
@@ -216,6 +306,15 @@ def _shown(value: Any) -> str:
         shared = value.get("shared_budget")
         alone = f", shared budget {shared} (this trigger alone here)" if shared else ""
         return f"{value['name']}: {ceiling} workers, {value['source']} ({why}){alone}"
+    if isinstance(value, dict) and "allotted_workers" in value:  # a queue of a pool
+        age = value["oldest_age_seconds"]
+        shown = "unknown" if age is None else f"{age:g}s"
+        mark = "  <- drives the decision" if value["driving"] else ""
+        return (
+            f"{value['queue']}: needs {value['needed_workers']:g}, gets "
+            f"{value['allotted_workers']:g} ({value['reason']}; depth "
+            f"{_shown(value['depth'])}, oldest {shown}){mark}"
+        )
     if isinstance(value, dict) and "cap" in value:  # the knee
         return f"cap {'none yet' if value['cap'] is None else value['cap']} ({value['note']})"
     if isinstance(value, list):

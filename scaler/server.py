@@ -38,6 +38,7 @@ from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.metrics import Metrics
+from scaler.pool_spec import DEFAULT_MAX_POOL_QUEUES
 from scaler.process_memory import freeze_startup_objects, release_free_memory_every
 from scaler.profiles import Profile, as_profiles
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
@@ -82,6 +83,8 @@ class ServerConfig:
     min_sample_interval: float = DEFAULT_MIN_SAMPLE_INTERVAL
     max_rate_window: float | None = DEFAULT_MAX_RATE_WINDOW
     max_history_samples: int = DEFAULT_MAX_HISTORY_SAMPLES
+    #: the most queues a pool trigger may have (serve --max-pool-queues)
+    max_pool_queues: int = DEFAULT_MAX_POOL_QUEUES
     idle_after: float = IDLE_AFTER
     first_sample_timeout: float = FIRST_SAMPLE_TIMEOUT
     #: None: plain text; else TLS (mutual TLS with a client CA), reloaded when the files change
@@ -125,7 +128,12 @@ async def running_server(
     Raises :class:`~scaler.errors.InvalidPlugin` before anything starts if a format plugin
     cannot be used."""
     registry.formats()
-    bounds = Bounds(config.min_sample_interval, config.max_rate_window, config.max_history_samples)
+    bounds = Bounds(
+        config.min_sample_interval,
+        config.max_rate_window,
+        config.max_history_samples,
+        config.max_pool_queues,
+    )
     profiles = as_profiles(config.profiles)
     metrics = Metrics(max_trigger_series=config.limits.max_trigger_series)
     # the server's own connections: passed to every adapter, closed when the server stops

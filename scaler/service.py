@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -34,8 +35,11 @@ from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.policy import Decision
+from scaler.pool_evaluation import PoolEvaluator, QueueHistory
+from scaler.pool_policy import PoolDecision, member_spec
+from scaler.pool_queues import PoolQueues
 from scaler.profiles import Profile, as_profiles
-from scaler.sampler import IDLE_AFTER, SamplerRegistry
+from scaler.sampler import IDLE_AFTER, Sampler, SamplerRegistry
 from scaler.signals import QueueSignals
 from scaler.spec import parse_metadata
 from scaler.spec_cache import SpecCache, spec_key
@@ -94,7 +98,35 @@ def _answers(
     return wrapper
 
 
+def _pool_signals(pool: PoolDecision) -> QueueSignals:
+    """The driving queue's signals, with the pool's workers: the sum of its queues' shares
+    (unknown where any is)."""
+    shares = [queue.signals.consumers for queue in pool.queues]
+    workers = None if any(w is None for w in shares) else sum(w or 0 for w in shares)
+    return dataclasses.replace(_driving_signals(pool), consumers=workers)
+
+
+def _driving_signals(pool: PoolDecision) -> QueueSignals:
+    """The signals of the queue that drives a pool's decision (the first while none does)."""
+    for queue in pool.queues:
+        if queue.name == pool.driving:
+            return queue.signals
+    return pool.queues[0].signals
+
+
+async def _any_sample(samplers: list[Sampler], timeout: float) -> None:
+    """Return after the next sample of any of ``samplers``, or after ``timeout``."""
+    waits = [asyncio.ensure_future(sampler.wait_for_sample(timeout)) for sampler in samplers]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
 def _active(spec: TriggerSpec, decision: Decision) -> bool:
+    if decision.active is None and spec.pool is not None:
+        raise Unavailable(f"pool {spec.pool.text!r}: {decision.detail}")
     if decision.active is None:
         raise Unavailable(f"the depth of {spec.source.describe()} is unknown right now")
     return decision.active
@@ -111,6 +143,8 @@ class _Trigger:
     logged: tuple[str, int] | None = None
     #: the last decision recorded in the metrics (the shared budgets change it between samples)
     recorded: Decision | None = None
+    #: a pool trigger's state and last evaluation (``evaluator`` is then unused)
+    pool: PoolEvaluator | None = None
 
 
 class ExternalScalerService(pb_grpc.ExternalScalerServicer):
@@ -148,6 +182,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._swept = time.monotonic()
         self.shutting_down = asyncio.Event()
         self._specs = SpecCache(self._parse_uncached)
+        #: the queues of pool triggers, their globs resolved
+        self._pools = PoolQueues(samplers.connections, max_queues=bounds.max_pool_queues)
 
     # -- the four RPCs ------------------------------------------------------------------------
 
@@ -158,7 +194,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.GetMetricSpecResponse],
     ) -> pb.GetMetricSpecResponse:
         spec = await self.spec_of(request)
-        self._samplers.get(spec)  # start sampling now, so GetMetrics finds it warm
+        await self._samplers_of(spec)  # start sampling now, so GetMetrics finds it warm
         if self._probes is not None:  # and reading the dependencies
             await self._probes.figures(spec, first_timeout=0.0)
         target = spec.metric_target
@@ -188,6 +224,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         _, decision = await self.evaluate(ref, spec)
         if decision.ceiling_unknown is not None:
             raise Unavailable(decision.ceiling_unknown)
+        if decision.metric_value is None and spec.pool is not None:
+            raise Unavailable(f"pool {spec.pool.text!r}: {decision.detail}")
         if decision.metric_value is None:
             raise Unavailable(
                 f"the {spec.metric.value} of {spec.source.describe()} is unknown right now "
@@ -222,8 +260,10 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         try:
             spec = await self.spec_of(request)
             self._check_stream_room()
-            sampler = self._samplers.get(spec)
-            with self._stream_open(), sampler.watched():
+            samplers = await self._samplers_of(spec)
+            with self._stream_open(), contextlib.ExitStack() as watching:
+                for sampler in samplers:
+                    watching.enter_context(sampler.watched())
                 last: bool | None = None
                 last_sent = 0.0
                 loop = asyncio.get_running_loop()
@@ -234,7 +274,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                     if active != last or (active and now - last_sent >= STREAM_REPEAT):
                         yield pb.IsActiveResponse(result=active)
                         last, last_sent = active, now
-                    await self._next_sample_or_shutdown(sampler.wait_for_sample(STREAM_REPEAT))
+                    await self._next_sample_or_shutdown(_any_sample(samplers, STREAM_REPEAT))
         except ScalerError as error:
             if not self.shutting_down.is_set():  # at shutdown the stream ends with OK
                 await self._abort("StreamIsActive", error, context)
@@ -274,34 +314,91 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             metadata, self._profiles, namespace=namespace, urls=self._urls, bounds=self._bounds
         )
 
-    async def evaluate(
-        self, ref: pb.ScaledObjectRef, spec: TriggerSpec
-    ) -> tuple[QueueSignals, Decision]:
-        """Signals and decision for one trigger, from the cached snapshots."""
-        sampler = self._samplers.get(spec)
-        history = await sampler.history(self._first_sample_timeout)
+    async def _samplers_of(self, spec: TriggerSpec) -> list[Sampler]:
+        """The samplers of the trigger's queue, or of each queue of its pool, started if need
+        be."""
+        if spec.pool is None:
+            return [self._samplers.get(spec)]
+        queues = await self._pools.resolve(spec)
+        return [self._samplers.get(member_spec(spec, queue)) for queue in queues]
+
+    async def evaluate_pool(self, ref: pb.ScaledObjectRef, spec: TriggerSpec) -> PoolDecision:
+        """A pool trigger's decision, from each of its queues' cached snapshots."""
+        queues = await self._pools.resolve(spec)
+        samplers = [self._samplers.get(member_spec(spec, queue)) for queue in queues]
+        histories = await asyncio.gather(
+            *(sampler.history(self._first_sample_timeout) for sampler in samplers)
+        )
         figures = {} if self._probes is None else await self._probes.figures(spec)
+        trigger = self._trigger((ref.namespace, ref.name, spec))
+        evaluator = trigger.pool = trigger.pool or PoolEvaluator()
+        each = [
+            QueueHistory(queue, history, sampler.arrivals)
+            for queue, history, sampler in zip(queues, histories, samplers, strict=True)
+        ]
+        evaluation = evaluator.evaluate(each, spec, figures)
+        pool = evaluation.pool
         key = (ref.namespace, ref.name, spec)
+        decision = self._within_budgets(
+            key, trigger, _pool_signals(pool), pool.decision, pool, evaluation.fresh
+        )
+        return pool if decision is pool.decision else dataclasses.replace(pool, decision=decision)
+
+    def _trigger(self, key: TriggerKey) -> _Trigger:
+        """What is kept for the trigger ``key``, noted as asked now."""
         now = time.monotonic()
         self._forget_idle(now)
         trigger = self._triggers.get(key)
         if trigger is None:
             trigger = self._triggers[key] = _Trigger(now, Evaluator())
         trigger.asked = now
+        return trigger
+
+    async def evaluate(
+        self, ref: pb.ScaledObjectRef, spec: TriggerSpec
+    ) -> tuple[QueueSignals, Decision]:
+        """Signals and decision for one trigger, from the cached snapshots (for a pool, the
+        signals of the queue that drives its decision)."""
+        if spec.pool is not None:
+            pool = await self.evaluate_pool(ref, spec)
+            return _driving_signals(pool), pool.decision
+        sampler = self._samplers.get(spec)
+        history = await sampler.history(self._first_sample_timeout)
+        figures = {} if self._probes is None else await self._probes.figures(spec)
+        key = (ref.namespace, ref.name, spec)
+        trigger = self._trigger(key)
         evaluation = trigger.evaluator.evaluate(history, spec, sampler.arrivals, figures)
         signals = evaluation.signals
-        # the pool's share of the dependencies it shares with other pools, after its own decision
-        decision = self._budgets.apply(
-            ref.namespace, ref.name, key, spec, signals, evaluation.decision, now
+        decision = self._within_budgets(
+            key, trigger, signals, evaluation.decision, None, evaluation.fresh
         )
-        # recorded and logged once per sample and probe figures, and when the budgets change it
-        if evaluation.fresh or decision != trigger.recorded:
-            trigger.recorded = decision
-            self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
-            self._log_decision(key, trigger, signals, decision)
-            for budget in self._budgets.touched(ref.namespace, spec):
-                self._metrics.record_budget(budget)
         return signals, decision
+
+    def _within_budgets(
+        self,
+        key: TriggerKey,
+        trigger: _Trigger,
+        signals: QueueSignals,
+        decision: Decision,
+        pool: PoolDecision | None,
+        fresh: bool,
+    ) -> Decision:
+        """The trigger's decision within its pool's share of the dependencies it shares with
+        other ScaledObjects; recorded and logged once per sample and probe figures (``fresh``),
+        and whenever the budgets change it."""
+        namespace, name, spec = key
+        decision = self._budgets.apply(
+            namespace, name, key, spec, signals, decision, time.monotonic()
+        )
+        if fresh or decision != trigger.recorded:
+            trigger.recorded = decision
+            self._metrics.record_decision(namespace, name, spec, signals, decision)
+            if pool is not None:
+                self._metrics.record_pool(namespace, name, spec, pool)
+            self._log_decision(key, trigger, signals, decision, pool)
+            for budget in self._budgets.touched(namespace, spec):
+                self._metrics.record_budget(budget)
+        return decision
 
     def _forget_idle(self, now: float) -> None:
         """Forget the triggers nobody asked about for ``idle_after``, and the metrics that only
@@ -320,14 +417,19 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 self._metrics.forget_trigger(labels)
 
     def _log_decision(
-        self, key: TriggerKey, trigger: _Trigger, signals: QueueSignals, decision: Decision
+        self,
+        key: TriggerKey,
+        trigger: _Trigger,
+        signals: QueueSignals,
+        decision: Decision,
+        pool: PoolDecision | None = None,
     ) -> None:
         spec = key[2]
         summary = (decision.reason_label, decision.desired_workers)
         level = logging.INFO if trigger.logged != summary else logging.DEBUG
         trigger.logged = summary
         if log.isEnabledFor(level):
-            fields = decision_fields(key[0], key[1], spec, signals, decision)
+            fields = decision_fields(key[0], key[1], spec, signals, decision, pool)
             log.log(level, "%s", decision_text(key, signals, decision), extra=fields)
 
     async def _next_sample_or_shutdown(self, sample: Awaitable[None]) -> None:

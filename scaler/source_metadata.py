@@ -39,11 +39,7 @@ def parse_source(
     if origin.profile is None:
         urls.check("url", url)
 
-    queue = reader.get("queue")
-    if not queue:
-        raise InvalidMetadata(
-            "queue", "missing; set queue to the queue name as the job library names it"
-        )
+    queue = _queue(reader)
     format_name = _parse_format(reader, broker)
     info = format_info(format_name)
     for key in registry.layout_keys():
@@ -55,6 +51,26 @@ def parse_source(
     return QueueSource(
         broker=broker, url=url, queue=queue, format=format_name, options=info.options(context)
     )
+
+
+def _queue(reader: MetadataReader) -> str:
+    """``queue``, or a pool's ``queues`` as written (:mod:`scaler.pool_metadata` reads them)."""
+    queue, queues = reader.get("queue"), reader.get("queues")
+    if queue and queues is not None:
+        raise InvalidMetadata(
+            "queues",
+            "set beside queue; set queue for one queue, or queues for the queues one pool of "
+            "workers serves (critical,default,low), not both",
+        )
+    if not queue and queues is None:
+        raise InvalidMetadata(
+            "queue", "missing; set queue to the queue name as the job library names it"
+        )
+    if not queue and not queues:
+        raise InvalidMetadata(
+            "queues", "empty; list the queues one pool of workers serves: critical,default,low"
+        )
+    return queue or queues or ""
 
 
 def _broker(reader: MetadataReader, url: str, origin: UrlOrigin) -> str:

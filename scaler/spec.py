@@ -18,6 +18,7 @@ from scaler.capacity_metadata import (
 )
 from scaler.errors import InvalidMetadata
 from scaler.metadata_reader import MetadataReader, resolve_keys
+from scaler.pool_metadata import parse_pool
 from scaler.profiles import Profile, as_profiles
 from scaler.source_metadata import parse_source
 from scaler.trigger_spec import (
@@ -77,6 +78,7 @@ def parse_metadata(
         learn_knee=parse_learn_knee(reader),
         dependency_scope=parse_dependency_scope(reader),
         dependency_weight=_parse_dependency_weight(reader),
+        pool=parse_pool(reader, format_info(source.format), bounds.max_pool_queues),
     )
     _check_consistency(spec, values)
     bounds.check_rate_window(
@@ -128,6 +130,8 @@ def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
             f"format {spec.source.format} does not report; use metric workers (the ceiling then applies "
             "directly), or drop maxWorkers/dependencies and set the ScaledObject's maxReplicaCount",
         )
+    if spec.pool is not None:
+        _check_pool(spec)
     if spec.learn_knee and any(dep.name == "knee" for dep in spec.dependencies):
         raise InvalidMetadata(
             "dependencies",
@@ -159,4 +163,19 @@ def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
             f"missing; format {spec.source.format} does not report attached workers, so per-worker throughput "
             "cannot be learned. Set workerThroughput (jobs per second one worker completes), or jobDuration "
             "and workerConcurrency",
+        )
+
+
+def _check_pool(spec: TriggerSpec) -> None:
+    if spec.metric is not Metric.WORKERS:
+        raise InvalidMetadata(
+            "metric",
+            f"metric {spec.metric.value} applies to a single queue; a pool trigger (queues) "
+            "reports the workers the whole pool needs: use metric workers (the default)",
+        )
+    if spec.learn_knee:
+        raise InvalidMetadata(
+            "learnKnee",
+            "applies to a single queue; a pool's queues share their workers, so no one queue's "
+            "completions show the knee: type the limit found by measurement in dependencies",
         )

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from brokers.base import QueueSource
+from scaler.pool_spec import PoolSpec
 
 DEFAULT_TARGET_AGE = 60.0
 DEFAULT_RATE_WINDOW = 60.0
@@ -75,6 +76,9 @@ class TriggerSpec:
     dependency_scope: str | None = None
     #: this trigger's pool's share of contested slots relative to others (``dependencyWeight``)
     dependency_weight: float = 1.0
+    #: the queues of a pool trigger (``queues``), None for a single queue; ``source.queue`` is
+    #: then the entries as written, and each queue is sampled with a source of its own
+    pool: PoolSpec | None = None
 
     @property
     def ceiling(self) -> tuple[int | None, str]:
@@ -94,7 +98,8 @@ class TriggerSpec:
 
     @functools.cached_property
     def metric_name(self) -> str:
-        queue = re.sub(r"[^a-z0-9]+", "-", self.source.queue.lower()).strip("-") or "queue"
+        named = self.source.queue if self.pool is None else f"pool {self.pool.text}"
+        queue = re.sub(r"[^a-z0-9]+", "-", named.lower()).strip("-") or "queue"
         metric = re.sub(r"(?<!^)([A-Z])", r"-\1", self.metric.value).lower()
         return f"queue-age-{metric}-{queue}"[:200]
 

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 from scaler.simulate.policies import POLICY_NAMES
+from scaler.simulate.pool_run import render_pool, simulate_pool
+from scaler.simulate.pool_scenario import PoolScenario, is_pool_document, load_pool_scenario
 from scaler.simulate.run import ScenarioRun, simulate
 from scaler.simulate.scenario import Scenario, ScenarioError
 from scaler.simulate.scenario_file import load_document, parse_scenario
@@ -45,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"simulate: {error}", file=sys.stderr)
         return 2
     for scenario in scenarios:
+        if isinstance(scenario, PoolScenario):
+            if _run_pool(scenario, policies, args) != 0:
+                return 2
+            continue
         started = time.monotonic()
         result: ScenarioRun | SharedRun
         try:
@@ -70,6 +76,34 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load(path: Path) -> Scenario | PoolScenario | SharedScenario:
+    """A scenario, a pool scenario (a document with ``pool``) or one of several Deployments
+    (with ``deployments``)."""
+    document = load_document(path)
+    if is_pool_document(document):
+        return load_pool_scenario(path)
+    if is_shared(document):
+        return parse_shared_scenario(document)
+    return parse_scenario(document)
+
+
+def _run_pool(pool: PoolScenario, policies: list[str], args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        result = simulate_pool(pool, policies, _Progress(pool.name))
+    except ScenarioError as error:
+        print(f"simulate: {pool.name}: {error}", file=sys.stderr)
+        return 2
+    print(
+        f"simulate: {pool.name}: {len(policies)} policies in {time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
+    print(json.dumps(result.json()) if args.json else render_pool(result))
+    if args.out is not None:
+        print(f"simulate: {pool.name}: no figure for a pool scenario", file=sys.stderr)
+    return 0
+
+
 class _Progress:
     """Progress on stderr, for runs long enough to need it."""
 
@@ -81,13 +115,6 @@ class _Progress:
         if share < 1 and time.monotonic() - self.started < 2:
             return
         print(f"simulate: {self.scenario}: {policy} {share:.0%}", file=sys.stderr, flush=True)
-
-
-def _load(path: Path) -> Scenario | SharedScenario:
-    document = load_document(path)
-    if is_shared(document):
-        return parse_shared_scenario(document)
-    return parse_scenario(document)
 
 
 def render_shared(result: SharedRun) -> str:

@@ -186,3 +186,30 @@ async def _is(stub: pb_grpc.ExternalScalerAsyncStub, so: pb.ScaledObjectRef, val
         return await workers(stub, so) == value
     except grpc.aio.AioRpcError:
         return False  # the first sample, or the rates, not there yet
+
+
+async def test_a_pool_of_queues_shares_the_budget_on_its_total() -> None:
+    """A pool trigger (several queues, one fleet) is one pool of the budget, with its total."""
+    broker = MemoryBroker()
+    for queue in ("critical", "default", "orders"):
+        push(broker, 1000, age=5.0, queue=queue)
+    orders = ref("orders", "orders")
+    workers_pool = ref("critical", "sidekiq", queues="critical,default")
+    del workers_pool.scalerMetadata["queue"]
+    async with serving(broker) as (server, stub):
+        await until(lambda: _is(stub, orders, 20), "orders alone never got the whole 20")
+        spec = await stub.GetMetricSpec(workers_pool)
+        name = spec.metricSpecs[0].metricName
+        request = pb.GetMetricsRequest(scaledObjectRef=workers_pool, metricName=name)
+
+        async def pool_gets_half() -> bool:
+            try:
+                answer = await stub.GetMetrics(request)
+            except grpc.aio.AioRpcError:
+                return False
+            return answer.metricValues[0].metricValueFloat == 10
+
+        await until(pool_gets_half, "the pool never got its half of the budget")
+        assert await workers(stub, orders) == 10
+        assert figure(server, "shop/postgres", "shop/sidekiq", "granted") == 10
+        assert reason(server, workers_pool) == "shared budget postgres"

@@ -296,14 +296,16 @@ def test_the_examples_cover_what_the_issue_asks() -> None:
     triggers = [(r["kind"], t) for _, r, t in our_triggers()]
     assert any(kind == "ScaledJob" for kind, _ in triggers)
     assert any(t["type"] == "external-push" for _, t in triggers)
-    quorum = [t for _, t in triggers if "quorum" in t["metadata"]["queue"]]
+    quorum = [t for _, t in triggers if "quorum" in t["metadata"].get("queue", "")]
     assert quorum and quorum[0]["metadata"]["broker"] == "rabbitmq"
     celery = {
         t["metadata"].get("broker", "redis")
         for _, t in triggers
-        if t["metadata"]["queue"] == "celery"
+        if t["metadata"].get("queue") == "celery"
     }
     assert celery == {"redis", "rabbitmq"}
+    pools = [t["metadata"] for _, t in triggers if "queues" in t["metadata"]]
+    assert any(m["format"] == "sidekiq" and "*" in m["queues"] for m in pools)
     (sidekiq,) = [r for n, r in example_resources() if n == "scaledobject-sidekiq.yaml#0"]
     behavior = sidekiq["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 300

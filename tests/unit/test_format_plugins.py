@@ -166,8 +166,10 @@ def test_the_formats_command_lists_the_plugin(capsys: pytest.CaptureFixture[str]
         "from": "qas-example-format 0.1.0",
         "keys": ["tableSchema"],
         "simulated": True,
+        "lists_queues": False,
         "summary": PGTABLE.summary,
     }
+    assert [row["format"] for row in rows if row["lists_queues"]] == ["sidekiq", "amqp"]
     assert main(["formats"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith("[plugin: qas-example-format 0.1.0]")
 

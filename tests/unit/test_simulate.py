@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from scaler.cli import main
 from scaler.simulate.keda import (
@@ -17,17 +18,19 @@ from scaler.simulate.keda import (
     PodCounts,
     replicas_for,
 )
+from scaler.simulate.pool_scenario import is_pool_document
 from scaler.simulate.run import simulate
 from scaler.simulate.scenario import Hpa, Keda, ScenarioError
 from scaler.simulate.scenario_file import load_document, load_scenario, parse_scenario
 from scaler.simulate.scoreboard import KEYS, OURS, verdict
 from scaler.simulate.shared_scenario import is_shared
 
-#: the single-Deployment scenarios (tests/unit/test_simulate_shared.py has the others)
+#: the single-queue, single-Deployment scenarios (tests/unit/test_simulate_pool.py runs the pool
+#: ones, tests/unit/test_simulate_shared.py those of several Deployments)
 SCENARIOS = [
     path
     for path in sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
-    if not is_shared(load_document(path))
+    if not is_pool_document(yaml.safe_load(path.read_text())) and not is_shared(load_document(path))
 ]
 
 #: where our policy misses the goal, and why (docs/simulator.md, "Where the goal is missed");
