@@ -132,6 +132,9 @@ class _Pool:
 class _Budget:
     pools: dict[str, _Pool] = field(default_factory=dict)
     asked: float = 0.0
+    #: the last split and what it was made from: the same asks and limit give the same split
+    split_of: tuple[float, tuple[PoolAsk, ...]] | None = None
+    split: BudgetShares | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +290,9 @@ class BudgetRegistry:
         ]
         # the limits the pools' triggers name may disagree: the smallest is kept to
         limit = min(a.limit for pool in budget.pools.values() for a in pool.triggers.values())
+        inputs = (limit, tuple(asks))
+        if budget.split is not None and budget.split_of == inputs:
+            return budget.split  # KEDA's calls come in runs on the same figures
         split = shares(limit, asks)
         result = BudgetShares(
             key,
@@ -299,6 +305,7 @@ class BudgetRegistry:
             ),
         )
         self.last[key] = result
+        budget.split_of, budget.split = inputs, result
         return result
 
     def touched(self, namespace: str, spec: TriggerSpec) -> list[BudgetShares]:

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 
 #: slack on comparisons of slot counts (limits and per-worker slots are given as decimals)
 EPSILON = 1e-9
-#: bisection steps for the water level: the level is then exact to far below one slot
-_LEVEL_STEPS = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,22 +99,14 @@ def _water_fill(
     if sum(a.per_worker * w for a, w in zip(asks, wanted, strict=True)) <= limit + EPSILON:
         return wanted  # every need fits
 
-    def slots_at(level: float) -> list[float]:
-        return [
-            max(b * a.per_worker, min(w * a.per_worker, level * a.weight))
-            for a, w, b in zip(asks, wanted, base, strict=True)
-        ]
-
-    low, high = 0.0, max(w * a.per_worker / a.weight for a, w in zip(asks, wanted, strict=True))
-    for _ in range(_LEVEL_STEPS):
-        middle = (low + high) / 2
-        if sum(slots_at(middle)) <= limit + EPSILON:
-            low = middle
-        else:
-            high = middle
+    level = _water_level(limit, asks, wanted, base)
+    slots = [
+        max(b * a.per_worker, min(w * a.per_worker, level * a.weight))
+        for a, w, b in zip(asks, wanted, base, strict=True)
+    ]
     workers = [
         max(b, min(w, math.floor(s / a.per_worker + EPSILON)))
-        for a, w, b, s in zip(asks, wanted, base, slots_at(low), strict=True)
+        for a, w, b, s in zip(asks, wanted, base, slots, strict=True)
     ]
     left = limit - sum(a.per_worker * n for a, n in zip(asks, workers, strict=True))
     # the slots left after rounding: one worker at a time to the unmet pool with the least
@@ -137,3 +127,31 @@ def _water_fill(
         if workers[i] < wanted[i]:
             heapq.heappush(heap, ((workers[i] + 1) * ask.per_worker / ask.weight, ask.pool, i))
     return workers
+
+
+def _water_level(
+    limit: float, asks: Sequence[PoolAsk], wanted: Sequence[int], base: Sequence[int]
+) -> float:
+    """The level θ at which ``Σ clamp(θ × weight, base slots, wanted slots)`` reaches
+    ``limit`` (the wanted slots exceed it). The sum is piecewise linear in θ: each pool adds its
+    weight to the slope from θ = base/weight until θ = wanted/weight; the breakpoints are walked
+    in order until the segment where the limit is crossed."""
+    const = 0.0
+    events: list[tuple[float, int, float, float]] = []
+    for ask, most, least in zip(asks, wanted, base, strict=True):
+        low, high = least * ask.per_worker, most * ask.per_worker
+        const += low
+        if high > low:
+            events.append((low / ask.weight, 0, ask.weight, low))  # starts rising
+            events.append((high / ask.weight, 1, ask.weight, high))  # has all it wants
+    slope = 0.0
+    level = 0.0
+    for level_at, kind, weight, slots in sorted(events):
+        if slope > 0 and slope * level_at + const >= limit:
+            return (limit - const) / slope
+        level = level_at
+        if kind == 0:
+            slope, const = slope + weight, const - slots
+        else:
+            slope, const = slope - weight, const + slots
+    return level
