@@ -23,8 +23,8 @@ CORE_KEYS = frozenset(
         "broker", "connection", "url", "queue", "format", "targetAge", "targetDrainTime",
         "workerThroughput", "jobDuration", "workerConcurrency", "minWorkers", "maxWorkers",
         "dependencies", "metric", "activationAge", "activationDepth", "rateWindow",
-        "sampleInterval", "learnKnee", "queues", "queueOrder", "queueTargetAges",
-        "queueJobDurations",
+        "sampleInterval", "learnKnee", "dependencyScope", "dependencyWeight", "queues",
+        "queueOrder", "queueTargetAges", "queueJobDurations",
     }
 )  # fmt: skip
 

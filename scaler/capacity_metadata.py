@@ -11,7 +11,7 @@ from scaler.ceilings.kinds import probe_kind
 from scaler.errors import InvalidMetadata, PermissionDenied
 from scaler.metadata_reader import MetadataReader, shown_value
 from scaler.profiles import Profile, find_profile
-from scaler.trigger_spec import Dependency
+from scaler.trigger_spec import NOT_SHARED, Dependency
 
 _DEPENDENCY = re.compile(
     r"^([A-Za-z0-9_.-]+)=(?:probe:([A-Za-z0-9_.-]+)(?:\|([0-9.]+))?|([0-9.]+))/([0-9.]+)$"
@@ -45,6 +45,24 @@ def parse_learn_knee(reader: MetadataReader) -> bool:
     if text.strip().lower() != "true":
         raise reader.fail("learnKnee", "true or false")
     return True
+
+
+_SCOPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def parse_dependency_scope(reader: MetadataReader) -> str | None:
+    """``dependencyScope``: ``none`` (shared with nobody), or a name grouping the namespace's
+    triggers that share their dependencies' limits; None without it (the default scope)."""
+    text = reader.get("dependencyScope")
+    if text is None:
+        return None
+    if text == NOT_SHARED or _SCOPE.match(text):
+        return text
+    raise reader.fail(
+        "dependencyScope",
+        f"{NOT_SHARED} (share with no other trigger), or a name of letters, digits, '.', '_' "
+        "and '-' (at most 63) that the triggers sharing the limits all give",
+    )
 
 
 def parse_dependencies(

@@ -18,6 +18,11 @@ Offline, two things cannot be known:
   - values of keys ending in FromEnv, which KEDA resolves from the workload's environment:
     a value they make invalid is a warning, not a problem.
 
+Across the files, ScaledObjects whose triggers share a dependency budget are checked together:
+limits that disagree, and what KEDA does that the scaler cannot count (minReplicaCount, a
+cooldown or HPA scale-down longer than serve's --budget-cooldown and --budget-hold, scale-down
+policies).
+
 Each finding names the file, the document (counted from 0), the trigger and key, and what to
 set. Exit status 1 when there is a problem, 0 otherwise (warnings alone do not fail).
 """
@@ -32,6 +37,7 @@ from typing import Any
 import yaml
 
 from scaler.bounds import SERVE_BOUNDS, Bounds
+from scaler.check_budgets import BudgetUse, budget_findings, budget_uses
 from scaler.check_findings import Finding, Report, Rules, Where
 from scaler.check_keda_rules import keda_rules, metric_type_rules, yaml_scalar
 from scaler.check_offline_parse import parse_offline
@@ -52,9 +58,13 @@ def check_documents(
     profile_names: Iterable[str] = (),
     scaler_addresses: Sequence[str] = (),
     rules: Rules = DEFAULT_RULES,
+    budgets: list[BudgetUse] | None = None,
 ) -> Report:
-    """Findings for the KEDA resources among ``documents`` (parsed YAML, in file order)."""
+    """Findings for the KEDA resources among ``documents`` (parsed YAML, in file order); the
+    dependency budgets their triggers share are added to ``budgets`` (checked across files by
+    :func:`check_files`), else checked here."""
     findings: list[Finding] = []
+    uses: list[BudgetUse] = [] if budgets is None else budgets
     checked = 0
     for index, document in enumerate(documents):
         for resource in _resources(document):
@@ -74,6 +84,9 @@ def check_documents(
                     findings += _check_trigger(
                         where, kind, fallback, position, trigger, profiles, profile_names
                     )
+                    uses += _budget_uses(where, position, resource, trigger)
+    if budgets is None:
+        findings += budget_findings(uses)
     return Report(tuple(findings), checked)
 
 
@@ -85,6 +98,7 @@ def check_files(
     rules: Rules = DEFAULT_RULES,
 ) -> Report:
     findings: list[Finding] = []
+    uses: list[BudgetUse] = []
     checked = 0
     for path in files:
         name = "<stdin>" if str(path) == "-" else str(path)
@@ -97,9 +111,12 @@ def check_files(
         except yaml.YAMLError as error:
             findings.append(Finding(name, None, "", "", f"not valid YAML: {error}"))
             continue
-        report = check_documents(documents, name, profiles, profile_names, scaler_addresses, rules)
+        report = check_documents(
+            documents, name, profiles, profile_names, scaler_addresses, rules, uses
+        )
         findings += report.findings
         checked += report.triggers_checked
+    findings += budget_findings(uses)
     return Report(tuple(findings), checked)
 
 
@@ -165,6 +182,16 @@ def _ours(trigger: object, scaler_addresses: Sequence[str]) -> bool:
     if scaler_addresses:
         return metadata.get("scalerAddress") in scaler_addresses
     return any(isinstance(key, str) and _our_key(key) for key in metadata)
+
+
+def _budget_uses(
+    where: Where, position: int, resource: Mapping[str, Any], trigger: Mapping[str, Any]
+) -> list[BudgetUse]:
+    metadata = trigger.get("metadata")
+    if not isinstance(metadata, dict):
+        return []
+    strings = {str(k): v for k, v in metadata.items() if isinstance(v, str)}
+    return budget_uses(where, f"spec.triggers[{position}]", resource, strings)
 
 
 def _check_trigger(

@@ -22,6 +22,9 @@ from scaler.bounds import (
     MIN_SAMPLE_INTERVAL,
     Bounds,
 )
+from scaler.budget_registry import COOLDOWN as BUDGET_COOLDOWN
+from scaler.budget_registry import HOLD as BUDGET_HOLD
+from scaler.budget_registry import IDLE as BUDGET_IDLE
 from scaler.ceilings.registry import MIN_PROBE_INTERVAL, REFRESH_INTERVAL
 from scaler.connections import load_profiles
 from scaler.durations import parse_duration
@@ -237,6 +240,32 @@ def _parser() -> argparse.ArgumentParser:
         "probed ceilings)",
     )
     serve_cmd.add_argument(
+        "--budget-idle",
+        type=_duration,
+        default=BUDGET_IDLE,
+        metavar="DURATION",
+        help=f"a pool (ScaledObject) that asked nothing for this long frees its share of the "
+        f"dependency budgets it shares with others (default {BUDGET_IDLE:g}s)",
+    )
+    serve_cmd.add_argument(
+        "--budget-hold",
+        type=_duration,
+        default=BUDGET_HOLD,
+        metavar="DURATION",
+        help="a pool told to scale in may run its old workers this long, the longest HPA "
+        "scale-down stabilisation window of the ScaledObjects sharing a budget; others grow into "
+        f"its slots only after (default {BUDGET_HOLD:g}s, the HPA's default)",
+    )
+    serve_cmd.add_argument(
+        "--budget-cooldown",
+        type=_duration,
+        default=BUDGET_COOLDOWN,
+        metavar="DURATION",
+        help="a pool answered active may keep one worker this long after, the longest KEDA "
+        f"cooldownPeriod of the ScaledObjects sharing a budget (default {BUDGET_COOLDOWN:g}s, "
+        "KEDA's default)",
+    )
+    serve_cmd.add_argument(
         "--health-port",
         type=int,
         help="also serve grpc.health.v1 alone in plain text on this port, for kubelet's gRPC "
@@ -375,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
             max_pool_queues=bounds.max_pool_queues,
             probe_interval=args.probe_interval,
             max_connections_per_broker=args.max_connections_per_broker,
+            budget_idle=args.budget_idle,
+            budget_hold=args.budget_hold,
+            budget_cooldown=args.budget_cooldown,
         )
         try:
             asyncio.run(serve(config))

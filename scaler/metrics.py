@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from brokers.base import QueueSource
     from scaler.arrival_history import ArrivalHistory
+    from scaler.budget_registry import BudgetShares
     from scaler.ceilings.headroom import Headroom
     from scaler.ceilings.limit import Ceiling
     from scaler.policy import Decision
@@ -36,6 +37,8 @@ TRIGGER_LABELS = ("namespace", "scaled_object", "queue", "metric")
 #: the figures of the learned throughput curve, the label of queue_age_scaler_knee
 KNEE_FIGURES = ("workers", "peak_per_second", "sigma", "kappa")
 PROBE_LABELS = ("dependency", "probe")
+#: one pool's figures in a shared budget, the label of queue_age_scaler_shared_budget_workers
+BUDGET_FIGURES = ("need", "held", "allotted", "granted")
 #: label values come from trigger metadata, which anyone who may create a ScaledObject writes:
 #: longer ones are cut to this many characters
 MAX_LABEL_LENGTH = 120
@@ -179,6 +182,22 @@ class Metrics:
             (*TRIGGER_LABELS, "figure"),
             registry=r,
         )
+        self.budget_slots = Gauge(
+            f"{PREFIX}_shared_budget_slots",
+            "A dependency limit shared between pools (ScaledObjects): its slots, the smallest "
+            "limit its pools' triggers name",
+            ("budget",),
+            registry=r,
+        )
+        self.budget_workers = Gauge(
+            f"{PREFIX}_shared_budget_workers",
+            "One pool's part of a shared dependency budget, in its workers: figure=need (what it "
+            "would run alone), held (what it may still run), allotted (its fair share), granted "
+            "(what it is answered now)",
+            ("budget", "pool", "figure"),
+            registry=r,
+        )
+        self._budget_pools: dict[str, set[str]] = {}
         self.pool_need = Gauge(
             f"{PREFIX}_pool_queue_needed_workers",
             "A pool trigger's queue: the workers serving it alone that it needs to meet its own "
@@ -365,6 +384,39 @@ class Metrics:
                     self.dependency_ceiling.remove(*key, before)
                 self._ceiling_sources[key] = source
                 self.dependency_ceiling.labels(*key, source).set(_value(part.workers))
+
+    # -- per shared budget -------------------------------------------------------------------
+
+    def record_budget(self, budget: BudgetShares) -> None:
+        """A shared budget as last split: its slots and each pool's figures."""
+        name = label(budget.key.label)
+        self.budget_slots.labels(name).set(budget.limit)
+        pools = {label(share.pool) for share in budget.pools}
+        with self._lock:
+            for gone in self._budget_pools.get(name, set()) - pools:
+                self._forget_budget_pool(name, gone)
+            self._budget_pools[name] = pools
+        for share in budget.pools:
+            for figure in BUDGET_FIGURES:
+                value = getattr(share, figure)
+                self.budget_workers.labels(name, label(share.pool), figure).set(value)
+
+    def keep_budgets(self, budgets: list[BudgetShares]) -> None:
+        """Drop the series of every budget not in ``budgets`` (their pools all went idle)."""
+        kept = {label(b.key.label) for b in budgets}
+        with self._lock:
+            for name in [n for n in self._budget_pools if n not in kept]:
+                for pool in self._budget_pools.pop(name):
+                    self._forget_budget_pool(name, pool)
+                with contextlib.suppress(KeyError):
+                    self.budget_slots.remove(name)
+        for budget in budgets:
+            self.record_budget(budget)
+
+    def _forget_budget_pool(self, name: str, pool: str) -> None:
+        for figure in BUDGET_FIGURES:
+            with contextlib.suppress(KeyError):
+                self.budget_workers.remove(name, pool, figure)
 
     # -- per dependency probe -----------------------------------------------------------------
 

@@ -34,6 +34,9 @@ class Reason(enum.StrEnum):
     MIN_WORKERS = "minWorkers"
     LEARNING_THROUGHPUT = "learning throughput"
     CLAMPED = "clamped"
+    #: the dependency's limit is shared with other pools, and this pool's share is less than
+    #: its need (applied after :func:`decide`, by :mod:`scaler.budget_registry`)
+    SHARED_BUDGET = "shared budget"
     DEPTH_UNKNOWN = "depth unknown"
     #: the library holds the queue paused: more workers cannot help, fewer would stop jobs
     PAUSED = "paused: holding the workers"
@@ -84,6 +87,8 @@ class Decision:
         """The reason without figures: ``clamped by postgres`` (a metric label)."""
         if self.reason is Reason.CLAMPED:
             return f"clamped by {self.limited_by}"
+        if self.reason is Reason.SHARED_BUDGET:
+            return f"shared budget {self.limited_by}"
         return self.reason.value
 
     @property
@@ -92,6 +97,8 @@ class Decision:
         ``clamped by postgres (live: 40 slots, 37 free)``."""
         note = self.ceiling_parts.note if self.ceiling_parts is not None else None
         text = self.reason_label
+        if self.reason is Reason.SHARED_BUDGET and note:
+            text = f"{text}: {note}"
         if self.reason is Reason.CLAMPED and note:
             text = f"{text} ({note})"
         return text if self.detail is None else f"{text}; {self.detail}"

@@ -12,6 +12,7 @@ from typing import Any
 from brokers.connections import Connections
 from brokers.registry import open_adapter
 from scaler.bounds import UNBOUNDED, Bounds
+from scaler.budget_registry import budget_key
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.registry import PROBE_TIMEOUT, ProbeRegistry
 from scaler.evaluation import Evaluator
@@ -65,7 +66,7 @@ async def probe(
         evaluator.evaluate(history[:end], spec)
     evaluation = evaluator.evaluate(history, spec, sampler.arrivals, figures)
     decision = evaluation.decision
-    out = report(spec, evaluation.signals, decision, len(history), figures)
+    out = report(spec, evaluation.signals, decision, len(history), figures, namespace)
     # what the samples warned about (an unreadable timestamp, a management API that is down...)
     out["warnings"] = sorted({kind for snapshot in history for kind in snapshot.warnings})
     out["warnings"] += decision.ceiling_warnings  # a probe that cannot read, and what it does
@@ -130,8 +131,8 @@ def pool_report(
         "active": decision.active,
         "pool": [_pool_queue(queue, queue.name == pool.driving) for queue in pool.queues],
     }
-    if decision.ceiling_parts is not None:
-        out["dependencies"] = _dependencies(spec, decision, figures or {})
+    if decision.ceiling_parts is not None:  # the budgets named without a namespace
+        out["dependencies"] = _dependencies(spec, decision, figures or {}, "")
     if decision.ceiling_unknown is not None:
         out["ceiling_unknown"] = decision.ceiling_unknown
     return out
@@ -179,6 +180,7 @@ def report(
     decision: Decision,
     samples: int,
     figures: Mapping[str, ProbeFigure] | None = None,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "queue": spec.source.queue,
@@ -210,7 +212,7 @@ def report(
         active=decision.active,
     )
     if decision.ceiling_parts is not None:
-        out["dependencies"] = _dependencies(spec, decision, figures or {})
+        out["dependencies"] = _dependencies(spec, decision, figures or {}, namespace or "")
     if spec.learn_knee:
         out["knee"] = _knee(decision)
     if decision.ceiling_unknown is not None:
@@ -245,9 +247,11 @@ def _knee(decision: Decision) -> dict[str, Any]:
 
 
 def _dependencies(
-    spec: TriggerSpec, decision: Decision, figures: Mapping[str, ProbeFigure]
+    spec: TriggerSpec, decision: Decision, figures: Mapping[str, ProbeFigure], namespace: str
 ) -> list[dict[str, Any]]:
-    """Each dependency's ceiling, and for a probed one its figure, age and source."""
+    """Each dependency's ceiling, the budget it shares with other ScaledObjects (``probe``
+    sees this trigger alone: the server splits that budget between those that ask it), and
+    for a probed one its figure, age and source."""
     assert decision.ceiling_parts is not None
     parts = {part.name: part for part in decision.ceiling_parts.each}
     out = []
@@ -260,6 +264,8 @@ def _dependencies(
             "per_worker": dep.per_worker,
             "limit": dep.limit,
         }
+        key = budget_key(namespace, spec, dep)
+        item["shared_budget"] = key.label if key is not None else None
         figure = figures.get(dep.probe) if dep.probe is not None else None
         if dep.probe is not None:
             reading = figure.reading if figure is not None else None
@@ -297,7 +303,9 @@ def _shown(value: Any) -> str:
     if isinstance(value, dict) and "ceiling" in value:  # a dependency
         ceiling = "unknown" if value["ceiling"] is None else value["ceiling"]
         why = value.get("note") or f"{value['limit']:g}/{value['per_worker']:g}"
-        return f"{value['name']}: {ceiling} workers, {value['source']} ({why})"
+        shared = value.get("shared_budget")
+        alone = f", shared budget {shared} (this trigger alone here)" if shared else ""
+        return f"{value['name']}: {ceiling} workers, {value['source']} ({why}){alone}"
     if isinstance(value, dict) and "allotted_workers" in value:  # a queue of a pool
         age = value["oldest_age_seconds"]
         shown = "unknown" if age is None else f"{age:g}s"

@@ -28,6 +28,10 @@ from scaler.bounds import (
     DEFAULT_MIN_SAMPLE_INTERVAL,
     Bounds,
 )
+from scaler.budget_registry import COOLDOWN as BUDGET_COOLDOWN
+from scaler.budget_registry import HOLD as BUDGET_HOLD
+from scaler.budget_registry import IDLE as BUDGET_IDLE
+from scaler.budget_registry import BudgetRegistry
 from scaler.ceilings.registry import REFRESH_INTERVAL, ProbeRegistry
 from scaler.errors import CannotListen
 from scaler.generated import externalscaler_pb2 as pb
@@ -94,6 +98,15 @@ class ServerConfig:
     #: connections to one broker (one Redis URL, one management endpoint) at most, shared by
     #: every sampler there (serve --max-connections-per-broker)
     max_connections_per_broker: int = MAX_CONNECTIONS_PER_BROKER
+    #: a pool that asked nothing for this long frees its share of a shared budget
+    #: (serve --budget-idle)
+    budget_idle: float = BUDGET_IDLE
+    #: a pool may run what it was answered this long ago: its HPA's scale-down stabilisation
+    #: (serve --budget-hold)
+    budget_hold: float = BUDGET_HOLD
+    #: a pool answered active may run a worker this long after: KEDA's cooldownPeriod
+    #: (serve --budget-cooldown)
+    budget_cooldown: float = BUDGET_COOLDOWN
 
 
 @dataclass
@@ -138,6 +151,9 @@ async def running_server(
         samplers,
         metrics,
         profiles,
+        budgets=BudgetRegistry(
+            idle=config.budget_idle, hold=config.budget_hold, cooldown=config.budget_cooldown
+        ),
         first_sample_timeout=config.first_sample_timeout,
         idle_after=config.idle_after,
         limits=config.limits,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -17,6 +18,7 @@ from typing import TypeVar
 import grpc
 
 from scaler.bounds import UNBOUNDED, Bounds
+from scaler.budget_registry import BudgetRegistry
 from scaler.ceilings.registry import ProbeRegistry
 from scaler.decision_log import TriggerKey, decision_fields, decision_text
 from scaler.errors import (
@@ -96,6 +98,14 @@ def _answers(
     return wrapper
 
 
+def _pool_signals(pool: PoolDecision) -> QueueSignals:
+    """The driving queue's signals, with the pool's workers: the sum of its queues' shares
+    (unknown where any is)."""
+    shares = [queue.signals.consumers for queue in pool.queues]
+    workers = None if any(w is None for w in shares) else sum(w or 0 for w in shares)
+    return dataclasses.replace(_driving_signals(pool), consumers=workers)
+
+
 def _driving_signals(pool: PoolDecision) -> QueueSignals:
     """The signals of the queue that drives a pool's decision (the first while none does)."""
     for queue in pool.queues:
@@ -131,6 +141,8 @@ class _Trigger:
     evaluator: Evaluator
     #: the last decision logged (reason, workers)
     logged: tuple[str, int] | None = None
+    #: the last decision recorded in the metrics (the shared budgets change it between samples)
+    recorded: Decision | None = None
     #: a pool trigger's state and last evaluation (``evaluator`` is then unused)
     pool: PoolEvaluator | None = None
 
@@ -148,8 +160,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         probes: ProbeRegistry | None = None,
         urls: UrlPolicy = OPEN_URLS,
         bounds: Bounds = UNBOUNDED,
+        budgets: BudgetRegistry | None = None,
     ) -> None:
         self._samplers = samplers
+        #: the dependency budgets shared between the pools that ask this server
+        self._budgets = budgets if budgets is not None else BudgetRegistry()
         #: the dependency probes (none: every probed dependency falls back)
         self._probes = probes
         self._limits = limits or Limits()
@@ -323,13 +338,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         ]
         evaluation = evaluator.evaluate(each, spec, figures)
         pool = evaluation.pool
-        if evaluation.fresh:
-            signals = _driving_signals(pool)
-            key = (ref.namespace, ref.name, spec)
-            self._metrics.record_decision(ref.namespace, ref.name, spec, signals, pool.decision)
-            self._metrics.record_pool(ref.namespace, ref.name, spec, pool)
-            self._log_decision(key, trigger, signals, pool.decision, pool)
-        return pool
+        key = (ref.namespace, ref.name, spec)
+        decision = self._within_budgets(
+            key, trigger, _pool_signals(pool), pool.decision, pool, evaluation.fresh
+        )
+        return pool if decision is pool.decision else dataclasses.replace(pool, decision=decision)
 
     def _trigger(self, key: TriggerKey) -> _Trigger:
         """What is kept for the trigger ``key``, noted as asked now."""
@@ -355,11 +368,37 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         key = (ref.namespace, ref.name, spec)
         trigger = self._trigger(key)
         evaluation = trigger.evaluator.evaluate(history, spec, sampler.arrivals, figures)
-        signals, decision = evaluation.signals, evaluation.decision
-        if evaluation.fresh:  # recorded and logged once per sample and probe figures
-            self._metrics.record_decision(ref.namespace, ref.name, spec, signals, decision)
-            self._log_decision(key, trigger, signals, decision)
+        signals = evaluation.signals
+        decision = self._within_budgets(
+            key, trigger, signals, evaluation.decision, None, evaluation.fresh
+        )
         return signals, decision
+
+    def _within_budgets(
+        self,
+        key: TriggerKey,
+        trigger: _Trigger,
+        signals: QueueSignals,
+        decision: Decision,
+        pool: PoolDecision | None,
+        fresh: bool,
+    ) -> Decision:
+        """The trigger's decision within its pool's share of the dependencies it shares with
+        other ScaledObjects; recorded and logged once per sample and probe figures (``fresh``),
+        and whenever the budgets change it."""
+        namespace, name, spec = key
+        decision = self._budgets.apply(
+            namespace, name, key, spec, signals, decision, time.monotonic()
+        )
+        if fresh or decision != trigger.recorded:
+            trigger.recorded = decision
+            self._metrics.record_decision(namespace, name, spec, signals, decision)
+            if pool is not None:
+                self._metrics.record_pool(namespace, name, spec, pool)
+            self._log_decision(key, trigger, signals, decision, pool)
+            for budget in self._budgets.touched(namespace, spec):
+                self._metrics.record_budget(budget)
+        return decision
 
     def _forget_idle(self, now: float) -> None:
         """Forget the triggers nobody asked about for ``idle_after``, and the metrics that only
@@ -370,6 +409,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         idle = [k for k, t in self._triggers.items() if now - t.asked > self._idle_after]
         for key in idle:
             del self._triggers[key]
+        self._metrics.keep_budgets(self._budgets.snapshot(now))
         kept = {Metrics.trigger_labels(ns, name, spec) for ns, name, spec in self._triggers}
         for ns, name, spec in idle:
             labels = Metrics.trigger_labels(ns, name, spec)

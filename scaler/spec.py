@@ -10,7 +10,12 @@ from collections.abc import Mapping
 
 from brokers.registry import format_info
 from scaler.bounds import UNBOUNDED, Bounds
-from scaler.capacity_metadata import parse_capacity, parse_dependencies, parse_learn_knee
+from scaler.capacity_metadata import (
+    parse_capacity,
+    parse_dependencies,
+    parse_dependency_scope,
+    parse_learn_knee,
+)
 from scaler.errors import InvalidMetadata
 from scaler.metadata_reader import MetadataReader, resolve_keys
 from scaler.pool_metadata import parse_pool
@@ -24,6 +29,10 @@ from scaler.trigger_spec import (
     TriggerSpec,
 )
 from scaler.url_policy import OPEN_URLS, UrlPolicy
+
+#: ``dependencyWeight`` at most: a pool's share of contested slots is at most this many times
+#: another's
+MAX_DEPENDENCY_WEIGHT = 1000
 
 
 def parse_metadata(
@@ -67,6 +76,8 @@ def parse_metadata(
         rate_window=reader.duration("rateWindow", DEFAULT_RATE_WINDOW, positive=True),
         sample_interval=_parse_sample_interval(reader, bounds),
         learn_knee=parse_learn_knee(reader),
+        dependency_scope=parse_dependency_scope(reader),
+        dependency_weight=_parse_dependency_weight(reader),
         pool=parse_pool(reader, format_info(source.format), bounds.max_pool_queues),
     )
     _check_consistency(spec, values)
@@ -74,6 +85,17 @@ def parse_metadata(
         values.get("rateWindow", "60s (the default)"), spec.rate_window, spec.sample_interval
     )
     return spec
+
+
+def _parse_dependency_weight(reader: MetadataReader) -> float:
+    weight = reader.number("dependencyWeight")
+    if weight is None:
+        return 1.0
+    if weight > MAX_DEPENDENCY_WEIGHT:
+        raise reader.fail(
+            "dependencyWeight", f"a number above zero, at most {MAX_DEPENDENCY_WEIGHT}"
+        )
+    return weight
 
 
 def _parse_sample_interval(reader: MetadataReader, bounds: Bounds) -> float:
@@ -115,6 +137,14 @@ def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
             "dependencies",
             "'knee' names the learned knee's part of the ceiling with learnKnee; name the "
             "dependency otherwise",
+        )
+    if (
+        spec.dependency_scope is not None or "dependencyWeight" in values
+    ) and not spec.dependencies:
+        key = "dependencyScope" if spec.dependency_scope is not None else "dependencyWeight"
+        raise InvalidMetadata(
+            key,
+            "applies to the limits of dependencies, and this trigger names none; set dependencies or drop it",
         )
     if spec.learn_knee and not info.reports_consumers:
         raise InvalidMetadata(

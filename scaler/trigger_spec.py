@@ -16,6 +16,8 @@ from scaler.pool_spec import PoolSpec
 DEFAULT_TARGET_AGE = 60.0
 DEFAULT_RATE_WINDOW = 60.0
 DEFAULT_SAMPLE_INTERVAL = 1.0
+#: ``dependencyScope: none``: the trigger shares its dependencies' limits with nobody
+NOT_SHARED = "none"
 
 
 class Metric(enum.StrEnum):
@@ -68,6 +70,12 @@ class TriggerSpec:
     sample_interval: float = DEFAULT_SAMPLE_INTERVAL
     #: cap the ceiling at the throughput knee learned from the pool (``learnKnee``)
     learn_knee: bool = False
+    #: which triggers share the dependencies' limits (``dependencyScope``): None, the default
+    #: (a static dependency within the namespace, a probed one with every trigger that probes
+    #: the same profile); :data:`NOT_SHARED`; or a name that groups triggers of the namespace
+    dependency_scope: str | None = None
+    #: this trigger's pool's share of contested slots relative to others (``dependencyWeight``)
+    dependency_weight: float = 1.0
     #: the queues of a pool trigger (``queues``), None for a single queue; ``source.queue`` is
     #: then the entries as written, and each queue is sampled with a source of its own
     pool: PoolSpec | None = None

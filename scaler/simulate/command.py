@@ -8,15 +8,15 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from scaler.simulate.policies import POLICY_NAMES
 from scaler.simulate.pool_run import render_pool, simulate_pool
 from scaler.simulate.pool_scenario import PoolScenario, is_pool_document, load_pool_scenario
 from scaler.simulate.run import ScenarioRun, simulate
 from scaler.simulate.scenario import Scenario, ScenarioError
-from scaler.simulate.scenario_file import load_scenario
+from scaler.simulate.scenario_file import load_document, parse_scenario
 from scaler.simulate.scoreboard import KEYS, OURS, verdict
+from scaler.simulate.shared_run import OVER_SHARED, SharedRun, simulate_shared
+from scaler.simulate.shared_scenario import SharedScenario, is_shared, parse_shared_scenario
 
 _HEADERS = ("p50 s", "p99 s", "max s", "over SLO s", "worker-s", "scalings", "over ceil s",
             "API p99 s", "dups", "completed")  # fmt: skip
@@ -52,8 +52,12 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             continue
         started = time.monotonic()
+        result: ScenarioRun | SharedRun
         try:
-            result = simulate(scenario, policies, _Progress(scenario.name))
+            if isinstance(scenario, SharedScenario):
+                result = simulate_shared(scenario, policies, _Progress(scenario.name))
+            else:
+                result = simulate(scenario, policies, _Progress(scenario.name))
         except ScenarioError as error:
             print(f"simulate: {scenario.name}: {error}", file=sys.stderr)
             return 2
@@ -61,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
             f"simulate: {scenario.name}: {len(policies)} policies in {time.monotonic() - started:.1f} s",
             file=sys.stderr,
         )
+        if isinstance(result, SharedRun):
+            print(json.dumps(result.json()) if args.json else render_shared(result))
+            continue  # no figure of several Deployments yet
         print(json.dumps(result.json()) if args.json else render(result))
         if args.out is not None:
             from scaler.simulate.plot import write_figure
@@ -69,11 +76,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load(path: Path) -> Scenario | PoolScenario:
-    """A scenario, or a pool scenario (a document with ``pool``)."""
-    if is_pool_document(yaml.safe_load(path.read_text())):
+def _load(path: Path) -> Scenario | PoolScenario | SharedScenario:
+    """A scenario, a pool scenario (a document with ``pool``) or one of several Deployments
+    (with ``deployments``)."""
+    document = load_document(path)
+    if is_pool_document(document):
         return load_pool_scenario(path)
-    return load_scenario(path)
+    if is_shared(document):
+        return parse_shared_scenario(document)
+    return parse_scenario(document)
 
 
 def _run_pool(pool: PoolScenario, policies: list[str], args: argparse.Namespace) -> int:
@@ -104,6 +115,29 @@ class _Progress:
         if share < 1 and time.monotonic() - self.started < 2:
             return
         print(f"simulate: {self.scenario}: {policy} {share:.0%}", file=sys.stderr, flush=True)
+
+
+def render_shared(result: SharedRun) -> str:
+    """The policies' rows, each Deployment's violation seconds, and the goal on the shared
+    ceiling."""
+    rows, pools = result.rows, result.pool_rows
+    scenario = result.scenario
+    names = scenario.names
+    width = max(len(name) for name in rows)
+    headers = (*_HEADERS, "over shared s", *(f"{n} SLO s" for n in names))
+    lines = [
+        f"{scenario.name}: {scenario.duration:g} s, SLO {scenario.target_age:g} s, "
+        f"Deployments {', '.join(names)} sharing {scenario.slots:g} slots",
+        " " * width + "  " + "  ".join(f"{h:>11}" for h in headers),
+    ]
+    for name, figures in rows.items():
+        cells = [f"{figures[key]:>11}" for key in (*KEYS, OVER_SHARED)]
+        cells += [f"{pools[name][pool]['slo_violation_s']:>11}" for pool in names]
+        lines.append(f"{name:<{width}}  " + "  ".join(cells))
+    if OURS in rows:
+        outcome = verdict(rows, OVER_SHARED)
+        lines.append(f"goal {'met' if outcome.met else 'missed'}: " + "; ".join(outcome.lines))
+    return "\n".join(lines)
 
 
 def render(result: ScenarioRun) -> str:

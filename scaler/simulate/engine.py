@@ -87,36 +87,65 @@ class Simulation(Fleet):
         self.viol = 0.0
         self.now = 0.0
         self.duplicates = 0
+        self._every = 1
+        self._report = 1
         self.series = Series()
 
     # -- the run ------------------------------------------------------------------------------
 
     def run(self) -> RunResult:
+        for k in range(1, self.start() + 1):
+            self.step(k)
+        return self._finish()
+
+    @property
+    def ticks(self) -> int:
+        """Control ticks in the run."""
+        return math.ceil(self.scenario.duration / self.tick - 1e-9)
+
+    def start(self) -> int:
+        """The initial fleet; returns the ticks to :meth:`step` through, 1 to that number."""
         initial = self.autoscaler.initial_replicas()
         for _ in range(initial):
             pod = Pod(0.0)
             self.pods.append(pod)
             self._ready(pod)
         self.replicas = initial
-        ticks = math.ceil(self.scenario.duration / self.tick - 1e-9)
-        every = max(1, round(self.series_step / self.tick))
-        report = max(1, ticks // 10)
+        self._every = max(1, round(self.series_step / self.tick))
+        self._report = max(1, self.ticks // 10)
         self._sample_series(0.0)
-        for k in range(1, ticks + 1):
-            t = min(k * self.tick, self.scenario.duration)
-            self._advance(t)
-            self._account(t)
-            if self.dependency.others:
-                self._slots(t)
-            self._fleet(t)
-            desired = self.autoscaler.step(self._observe(t), self.replicas)
-            if desired != self.replicas:
-                self._scale(desired, t)
-            if k % every == 0:
-                self._sample_series(t)
-            if self.progress is not None and k % report == 0:
-                self.progress(k / ticks)
+        return self.ticks
+
+    def step(self, k: int) -> None:
+        """Control tick ``k``: the jobs up to its time, the fleet, the autoscaler's answer."""
+        t = min(k * self.tick, self.scenario.duration)
+        self._advance(t)
+        self._account(t)
+        if self.dependency.others:
+            self._slots(t)
+        self._fleet(t)
+        desired = self.autoscaler.step(self._observe(t), self.replicas)
+        if desired != self.replicas:
+            self._scale(desired, t)
+        if k % self._every == 0:
+            self._sample_series(t)
+        if self.progress is not None and k % self._report == 0:
+            self.progress(k / self.ticks)
+
+    def finish(self) -> RunResult:
+        """The figures, once every tick has run."""
         return self._finish()
+
+    @property
+    def working(self) -> int:
+        """Workers that take or finish jobs now (ready and draining)."""
+        return sum(1 for p in self.pods if p.state in (PodState.READY, PodState.DRAINING))
+
+    def share_dependency(self, others: float, t: float) -> None:
+        """Jobs of other fleets on the same dependency at ``t``: they load it as the API does,
+        so this fleet's operations there run at the speed of the whole demand."""
+        self.api_slots = self.dependency.api_slots + others
+        self._set_dependency_jobs(self.n_dep, t)
 
     def _advance(self, until: float) -> None:  # noqa: C901 - the hot loop, kept in one frame
         """Run job events up to ``until``: arrivals, starts on free slots, completions."""
@@ -294,7 +323,7 @@ class Simulation(Fleet):
             ready=counts[PodState.READY],
             draining=counts[PodState.DRAINING],
             cpu_ready=(self.cpu_m - draining_cpu) / 1000,
-            dependency_slots=self.capacity - self.api_slots,
+            dependency_slots=self.capacity - self.dependency.api_slots,
             queue_head=self.qhead,
             requeued=tuple(self.retry),
             arrival_times=self.arr,

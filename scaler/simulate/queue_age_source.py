@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from brokers import registry
 from brokers.memory import MemoryBroker, MemoryJob
+from scaler.budget_registry import BudgetRegistry
 from scaler.ceilings.headroom import Headroom, ProbeFigure
 from scaler.ceilings.registry import REFRESH_INTERVAL as PROBE_EVERY
 from scaler.evaluation import Evaluator
@@ -15,12 +16,22 @@ from scaler.simulate.keda import MetricType
 from scaler.simulate.scenario import Scenario, ScenarioError
 from scaler.trigger_spec import Metric
 
+#: the namespace of every simulated ScaledObject: Deployments on one dependency share it
+SIMULATED_NAMESPACE = "sim"
+
 
 class QueueAgeSource:
     """This project's scaler: the memory broker's adapter, the real history, signals and policy."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(
+        self, scenario: Scenario, budgets: BudgetRegistry | None = None, pool: str = ""
+    ) -> None:
+        """``budgets``: the server's shared budgets, when several Deployments share the
+        dependency (``pool``: this one's name), through which the decision goes as the
+        server's does."""
         spec = scenario.spec
+        self.budgets = budgets
+        self.pool = pool
         source = spec.source
         if registry.format_info(source.format).snapshot_model is None:
             simulated = [n for n, f in registry.formats().items() if f.snapshot_model is not None]
@@ -83,4 +94,14 @@ class QueueAgeSource:
             figures = {name: figure for name in self.probes}
         evaluation = self.evaluator.evaluate(history.view, self.spec, history.arrivals, figures)
         decision = evaluation.decision
+        if self.budgets is not None:
+            decision = self.budgets.apply(
+                SIMULATED_NAMESPACE,
+                self.pool,
+                self,
+                self.spec,
+                evaluation.signals,
+                decision,
+                obs.now,
+            )
         return decision.metric_value, decision.active

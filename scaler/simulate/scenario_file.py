@@ -30,13 +30,18 @@ from scaler.spec import parse_metadata
 
 
 def load_scenario(path: Path) -> Scenario:
+    return parse_scenario(load_document(path))
+
+
+def load_document(path: Path) -> dict[str, Any]:
+    """A scenario file's YAML mapping."""
     try:
         document = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise ScenarioError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(document, dict):
         raise ScenarioError(f"{path}: expected a mapping of scenario keys at the top")
-    return parse_scenario(document)
+    return document
 
 
 #: the URL of the simulated dependency's probe profile (a PostgreSQL-like figure: the slots the

@@ -188,11 +188,13 @@ async def test_probe_shows_each_dependency_figure_age_and_source(
     )  # fmt: skip
     assert f"role {postgres_accounts.workers} CONNECTION LIMIT 10" in pg["detail"]
     assert 0 <= pg["age_seconds"] < 5 and pg["error"] is None
+    assert pg["shared_budget"] == "profile/orders-pg"  # every trigger probing it shares it
     assert api == {
         "name": "api",
         "ceiling": 10,
         "source": "static",
         "per_worker": 3.0,
         "limit": 30.0,
+        "shared_budget": "api",
     }
     assert out["warnings"] == []

@@ -21,14 +21,16 @@ from scaler.simulate.keda import (
 from scaler.simulate.pool_scenario import is_pool_document
 from scaler.simulate.run import simulate
 from scaler.simulate.scenario import Hpa, Keda, ScenarioError
-from scaler.simulate.scenario_file import load_scenario, parse_scenario
+from scaler.simulate.scenario_file import load_document, load_scenario, parse_scenario
 from scaler.simulate.scoreboard import KEYS, OURS, verdict
+from scaler.simulate.shared_scenario import is_shared
 
-#: the single-queue scenarios (tests/unit/test_simulate_pool.py runs the pool ones)
+#: the single-queue, single-Deployment scenarios (tests/unit/test_simulate_pool.py runs the pool
+#: ones, tests/unit/test_simulate_shared.py those of several Deployments)
 SCENARIOS = [
     path
     for path in sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
-    if not is_pool_document(yaml.safe_load(path.read_text()))
+    if not is_pool_document(yaml.safe_load(path.read_text())) and not is_shared(load_document(path))
 ]
 
 #: where our policy misses the goal, and why (docs/simulator.md, "Where the goal is missed");
