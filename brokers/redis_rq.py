@@ -17,8 +17,8 @@ As RQ 1.x to 3.0 writes them (``rq/worker/base.py``, ``rq/worker_registration.py
   where a worker of one queue moves each job it takes (``BLMOVE``) until it starts it; a job is
   in both for a moment, so it counts once.
 
-Read in one script, atomically: the list's length, the jobs in flight and every worker's
-counters. While every worker of the queue listens to it alone (a worker of several queues does
+Read in one script, in the transaction that reads the list (``RedisQueueAdapter.sample_with``):
+the list's length, the jobs in flight and every worker's counters, at one moment. While every worker of the queue listens to it alone (a worker of several queues does
 not say which queue a job came from), the jobs dequeued between two samples are the workers'
 jobs ended plus the change in flight, and the arrivals are those plus the change in the list's
 length, however often it empties: source ``rq-worker-counters``, exact unless a worker vanished
@@ -37,7 +37,7 @@ from typing import Any
 
 from brokers.base import QueueSnapshot, QueueSource, Reading, WorkerReadings
 from brokers.connections import Connections
-from brokers.redis_connection import Command, RedisConnection
+from brokers.redis_connection import Command
 from brokers.redis_options import ListLayout
 from brokers.redis_queues import RedisQueueAdapter
 
@@ -45,15 +45,16 @@ COUNTS_SOURCE = "rq-worker-counters"
 #: the started registry is read in full below this many entries (else counted alone)
 MAX_STARTED = 10_000
 
-#: KEYS the queue's workers set, the queue's list, its started registry, its intermediate list;
+#: KEYS the queue's started registry, its workers set, its list, its intermediate list (the
+#: first call names the first key, as a wrong key type is reported);
 #: ARGV MAX_STARTED, then the worker keys read last time: {length, in flight, {key, queues,
 #: successful, failed} for each worker in either whose hash still exists}
 COUNTERS_SCRIPT = """
-local started = redis.call('ZCARD', KEYS[3])
+local started = redis.call('ZCARD', KEYS[1])
 local in_flight = started
 if started <= tonumber(ARGV[1]) then
   local running = {}
-  for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
     running[string.match(member, '^[^:]*')] = true
   end
   for _, id in ipairs(redis.call('LRANGE', KEYS[4], 0, -1)) do
@@ -61,7 +62,7 @@ if started <= tonumber(ARGV[1]) then
   end
 end
 local keys, seen = {}, {}
-for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do seen[key] = true table.insert(keys, key) end
+for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do seen[key] = true table.insert(keys, key) end
 for i = 2, #ARGV do if not seen[ARGV[i]] then table.insert(keys, ARGV[i]) end end
 local out = {}
 for _, key in ipairs(keys) do
@@ -73,7 +74,7 @@ for _, key in ipairs(keys) do
     table.insert(out, f[3] or '0')
   end
 end
-return {redis.call('LLEN', KEYS[2]), in_flight, out}
+return {redis.call('LLEN', KEYS[3]), in_flight, out}
 """
 
 
@@ -100,24 +101,22 @@ class RQAdapter:
         prefix = f"{layout.key_prefix}:" if layout.key_prefix else ""
         queue_key = f"{prefix}queue:{source.queue}"
         self._keys = (
+            f"{prefix}wip:{source.queue}",
             f"{prefix}workers:{source.queue}",
             queue_key,
-            f"{prefix}wip:{source.queue}",
             f"{queue_key}:intermediate",
         )
         self._last: Counters | None = None
         self._arrivals = self._completions = 0
         #: the list marker's totals at the last sample
         self._marker: tuple[int, int] | None = None
-        self._redis = RedisConnection(source, connections)
 
     async def sample(self) -> QueueSnapshot:
-        snapshot = await self._list.sample()
         previous = self._last
         known = previous.ended if previous is not None else {}
         args: list[str | int] = [4, *self._keys, MAX_STARTED, *known]
         script: Command = ("EVAL", COUNTERS_SCRIPT, *args)
-        (reply,) = await self._redis.execute([script], transaction=False)
+        snapshot, (reply,) = await self._list.sample_with([script])
         now = self._last = _counters(reply, self.queue)
         marker = self._marker
         if snapshot.arrivals_total is not None and snapshot.completions_total is not None:
@@ -156,7 +155,6 @@ class RQAdapter:
 
     async def aclose(self) -> None:
         await self._list.aclose()
-        await self._redis.aclose()
 
 
 def _counters(reply: list[Any], queue: str) -> Counters:
