@@ -15,9 +15,10 @@ started and finished, and in which process. The scaler's adapter samples the que
   staleness; RQ's against the jobs taken (recorded by the worker, before it forks the job's
   work horse) and not finished at the sample. "Equal" allows 50 ms around each job's run (a
   Sidekiq process takes its work state a moment before it stamps ``beat``);
-- arrivals and completions: the adapter's totals since the first sample within the jobs pushed
-  (started, for Sidekiq's list-marker completions; finished, for RQ's counters) by then,
-  counted with and without the ones in progress;
+- arrivals and completions: each interval's, between two samples, within the jobs pushed
+  (started, for Sidekiq's list-marker completions; finished, for RQ's counters) in it, counted
+  with and without the ones in progress at either end; and whether the intervals flagged exact
+  were;
 - completion rate over 10 s against the jobs finished in those 10 s (goal: within 10%);
 - the share of samples whose counts were flagged exact.
 
@@ -251,11 +252,10 @@ def _within(value: int | None, low: int, high: int) -> bool:
 
 def score(library: Library, samples: list[Sample], records: Records) -> dict[str, Any]:
     first = samples[0].snapshot
-    t0 = first.observed_at
     ends = records.started if library.takes else records.finished
-    ok: dict[str, list[bool]] = {
-        k: [] for k in ("processes", "slots", "in_flight", "now", "arrivals", "completions")
-    }
+    names = ("processes", "slots", "in_flight", "now", "arrivals", "completions", "flag")
+    ok: dict[str, list[bool]] = {k: [] for k in names}
+    previous = first
     stale: list[int] = []
     rate_errors: list[float] = []
     for sample in samples[1:]:
@@ -272,16 +272,20 @@ def score(library: Library, samples: list[Sample], records: Records) -> dict[str
             stale.append(abs((s.in_flight or 0) - sure_now))
         else:
             ok["in_flight"].append(ok["now"][-1])
-        low = sum(1 for _, _, after in records.pushed if t0 < after <= t)
-        high = sum(1 for _, before, _ in records.pushed if before <= t) - sum(
-            1 for _, _, after in records.pushed if after <= t0
-        )
-        arrived = (s.arrivals_total or 0) - (first.arrivals_total or 0)
+        # each interval's counts, against what happened in it (with and without the pushes and
+        # ends in progress at either sample)
+        p = previous.observed_at
+        low = sum(1 for _, _, after in records.pushed if p < after <= t)
+        high = sum(1 for _, before, after in records.pushed if before <= t and after > p)
+        arrived = (s.arrivals_total or 0) - (previous.arrivals_total or 0)
         ok["arrivals"].append(low <= arrived <= high)
-        done = (s.completions_total or 0) - (first.completions_total or 0)
-        low = sum(1 for _, at in ends.values() if t0 + EPSILON < at <= t - EPSILON)
-        high = sum(1 for _, at in ends.values() if t0 - EPSILON < at <= t + EPSILON)
+        done = (s.completions_total or 0) - (previous.completions_total or 0)
+        low = sum(1 for _, at in ends.values() if p + EPSILON < at <= t - EPSILON)
+        high = sum(1 for _, at in ends.values() if p - EPSILON < at <= t + EPSILON)
         ok["completions"].append(low <= done <= high)
+        if s.counts_exact:
+            ok["flag"].append(ok["arrivals"][-1] and ok["completions"][-1])
+        previous = s
         base = next(b.snapshot for b in samples if b.snapshot.observed_at >= t - RATE_WINDOW)
         span = t - base.observed_at
         if span >= RATE_WINDOW - 1:
@@ -303,7 +307,8 @@ def score(library: Library, samples: list[Sample], records: Records) -> dict[str
         "arrivals_exact": _share(ok["arrivals"]),
         "completions_exact": _share(ok["completions"]),
         "completion_rate_err_max": round(max(rate_errors), 3) if rate_errors else None,
-        "counts_flagged_exact": _share([x.snapshot.counts_exact for x in samples]),
+        "counts_flagged_exact": _share([x.snapshot.counts_exact for x in samples[1:]]),
+        "flagged_exact_and_right": _share(ok["flag"]),
         "counts_source": samples[-1].snapshot.counts_source,
     }
 
