@@ -11,14 +11,16 @@ started and finished, and in which process. The scaler's adapter samples the que
 
 - processes and slots: equal to the processes serving the queue and their threads;
 - in flight: Sidekiq's against the jobs each process ran at its last heartbeat (its ``beat``,
-  read around the sample), and against the jobs running at the sample, to show the heartbeat's
+  read around the sample), and against the jobs running at the sample (the read happened
+  between the moment the sample was asked for and its ``observed_at``: the truth is what ran
+  throughout that span, or at some moment of it), to show the heartbeat's
   staleness; RQ's against the jobs taken (recorded by the worker, before it forks the job's
-  work horse) and not finished at the sample. "Equal" allows 50 ms around each job's run (a
-  Sidekiq process takes its work state a moment before it stamps ``beat``);
+  work horse) and not finished at the sample. "Equal" allows 50 ms around each job's run, and
+  for Sidekiq's heartbeat the 250 ms before ``beat`` (a process takes its work state, writes
+  it, pings Redis and reads its RSS before it stamps ``beat``);
 - arrivals and completions: each interval's, between two samples, within the jobs pushed
-  (started, for Sidekiq's list-marker completions; finished, for RQ's counters) in it, counted
-  with and without the ones in progress at either end; and whether the intervals flagged exact
-  were;
+  (started, for Sidekiq's list-marker completions; finished, for RQ's counters) surely between
+  the two reads and those possibly between them; and whether the intervals flagged exact were;
 - completion rate over 10 s against the jobs finished in those 10 s (goal: within 10%);
 - the share of samples whose counts were flagged exact.
 
@@ -55,6 +57,9 @@ from scaler.spec import parse_metadata
 from tests.integration.clients import SidekiqProcess
 
 EPSILON = 0.05
+#: a Sidekiq process takes its work state, writes it, pings Redis and reads its RSS before it
+#: stamps ``beat``: the state is of a moment in the span this long before the beat
+BEAT_SPAN = 0.25
 RATE_WINDOW = 10.0
 #: Sidekiq: the processes' threads; RQ: the workers (one job each)
 SIDEKIQ_THREADS = (2, 3)
@@ -114,12 +119,21 @@ class Records:
 
     def running(self, t: float, pid: int | None = None, margin: float = 0.0) -> int:
         """Jobs running at ``t`` (in process ``pid``); ``margin`` widens each job's run."""
-        return sum(
-            1
-            for job, (where, start) in self.started.items()
-            if (pid is None or where == pid)
-            and start - margin <= t < self.finished.get(job, (0, t + 1))[1] + margin
-        )
+        return self.running_in(t, t, pid, margin)[1]
+
+    def running_in(
+        self, start: float, end: float, pid: int | None = None, margin: float = 0.0
+    ) -> tuple[int, int]:
+        """Jobs running throughout ``[start, end]``, and at some moment of it widened by
+        ``margin`` (in process ``pid``): the truth of a read made at an unknown moment in it."""
+        sure = loose = 0
+        for job, (where, began) in self.started.items():
+            if pid is not None and where != pid:
+                continue
+            ended = self.finished.get(job, (0, end + 1))[1]
+            sure += began <= start and ended > end
+            loose += began - margin <= end and ended + margin > start
+        return sure, loose
 
 
 class Library:
@@ -236,6 +250,8 @@ LIBRARIES: dict[str, type[Library]] = {"sidekiq": Sidekiq, "rq": RQ}
 
 @dataclass
 class Sample:
+    #: when the sample was asked for: the read happened between this and its ``observed_at``
+    asked: float
     snapshot: QueueSnapshot
     #: each process's heartbeat, read before and after the sample (equal: no beat in between)
     beats: dict[int, float]
@@ -251,41 +267,42 @@ def _within(value: int | None, low: int, high: int) -> bool:
 
 
 def score(library: Library, samples: list[Sample], records: Records) -> dict[str, Any]:
-    first = samples[0].snapshot
     ends = records.started if library.takes else records.finished
     names = ("processes", "slots", "in_flight", "now", "arrivals", "completions", "flag")
     ok: dict[str, list[bool]] = {k: [] for k in names}
-    previous = first
+    previous = samples[0]
     stale: list[int] = []
     rate_errors: list[float] = []
     for sample in samples[1:]:
-        s, t = sample.snapshot, sample.snapshot.observed_at
+        s, a, t = sample.snapshot, sample.asked, sample.snapshot.observed_at
         ok["processes"].append(s.consumers == library.processes)
         ok["slots"].append(s.slots == library.slots)
-        sure_now, loose_now = records.running(t), records.running(t, margin=EPSILON)
+        sure_now, loose_now = records.running_in(a, t, margin=EPSILON)
         ok["now"].append(_within(s.in_flight, sure_now, loose_now))
-        if sample.beats:  # as of each process's heartbeat
-            if sample.steady_beats:
-                sure = sum(records.running(b, pid) for pid, b in sample.beats.items())
-                loose = sum(records.running(b, pid, EPSILON) for pid, b in sample.beats.items())
+        beats = sample.beats.items()
+        if beats:  # as of each process's heartbeat
+            if sample.steady_beats:  # the work state is taken a little before the beat
+                spans = [records.running_in(b - BEAT_SPAN, b, pid, EPSILON) for pid, b in beats]
+                sure, loose = sum(x for x, _ in spans), sum(x for _, x in spans)
                 ok["in_flight"].append(_within(s.in_flight, sure, loose))
-            stale.append(abs((s.in_flight or 0) - sure_now))
+            shown = s.in_flight or 0
+            stale.append(max(0, sure_now - shown, shown - loose_now))
         else:
             ok["in_flight"].append(ok["now"][-1])
-        # each interval's counts, against what happened in it (with and without the pushes and
-        # ends in progress at either sample)
-        p = previous.observed_at
-        low = sum(1 for _, _, after in records.pushed if p < after <= t)
-        high = sum(1 for _, before, after in records.pushed if before <= t and after > p)
-        arrived = (s.arrivals_total or 0) - (previous.arrivals_total or 0)
+        # each interval's counts, against what happened in it: surely between the two reads
+        # (after the previous one was answered, before this one was asked), or possibly
+        pa, pt = previous.asked, previous.snapshot.observed_at
+        low = sum(1 for _, before, after in records.pushed if before > pt and after < a)
+        high = sum(1 for _, before, after in records.pushed if after > pa and before < t)
+        arrived = (s.arrivals_total or 0) - (previous.snapshot.arrivals_total or 0)
         ok["arrivals"].append(low <= arrived <= high)
-        done = (s.completions_total or 0) - (previous.completions_total or 0)
-        low = sum(1 for _, at in ends.values() if p + EPSILON < at <= t - EPSILON)
-        high = sum(1 for _, at in ends.values() if p - EPSILON < at <= t + EPSILON)
+        done = (s.completions_total or 0) - (previous.snapshot.completions_total or 0)
+        low = sum(1 for _, at in ends.values() if pt + EPSILON < at < a - EPSILON)
+        high = sum(1 for _, at in ends.values() if pa - EPSILON < at < t + EPSILON)
         ok["completions"].append(low <= done <= high)
         if s.counts_exact:
             ok["flag"].append(ok["arrivals"][-1] and ok["completions"][-1])
-        previous = s
+        previous = sample
         base = next(b.snapshot for b in samples if b.snapshot.observed_at >= t - RATE_WINDOW)
         span = t - base.observed_at
         if span >= RATE_WINDOW - 1:
@@ -351,9 +368,10 @@ async def run_one(url: str, name: str, load_name: str, seconds: float, interval:
         traffic = asyncio.create_task(_drive(library, load, records, stop, t0))
         while time.monotonic() - t0 < seconds:
             beats = await library.beats(r)
+            asked = time.time()
             snapshot = await adapter.sample()
             after = await library.beats(r)
-            samples.append(Sample(snapshot, after, beats == after))
+            samples.append(Sample(asked, snapshot, after, beats == after))
             await asyncio.sleep(interval)
         stop.set()
         await traffic
