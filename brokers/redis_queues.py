@@ -61,7 +61,6 @@ return {size, redis.call('HGET', KEYS[1], ARGV[1])}
 class Role(enum.Enum):
     """What a count beside the main list means."""
 
-    IN_FLIGHT = "in_flight"
     CONSUMERS = "consumers"
 
 
@@ -160,7 +159,6 @@ class RedisQueueAdapter:
         snapshot = QueueSnapshot(
             observed_at=observed_at,
             depth=ends.length,
-            in_flight=extra.get(Role.IN_FLIGHT),
             oldest_enqueued_at=stamp.enqueued_at,
             oldest_precision=_precision(stamp),
             oldest_source=f"payload:{stamp.field}" if stamp.enqueued_at is not None else "",

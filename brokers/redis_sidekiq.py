@@ -31,8 +31,8 @@ processes:
 - ``slots``: their threads that serve the queue: the threads of the capsules that listen to it
   (8.0.9+), else the process's ``concurrency``. Exact, except in Sidekiq 7.1 to 8.0.8 for a
   process with several capsules (``weights`` has more than one): its total is all it records,
-  some of which may serve other queues only, so the sum is an estimate (at most the truth's
-  upper bound). Sidekiq 7.0 with several capsules cannot be told from one: its total counts.
+  some of which may serve other queues only, so the sum is an estimate (an upper bound).
+  Sidekiq 7.0 with several capsules cannot be told from one: its total counts.
 - ``in_flight``: the running jobs of the queue in the live processes' work hashes, quiet ones
   included (they finish what they hold). Sidekiq writes no fresher record: a job taken from the
   list (``BRPOP``) shows at the next heartbeat, a job done leaves at the next. So it is the
