@@ -470,11 +470,10 @@ def test_the_workers_figures_reach_probe_with_their_precision_source_and_age() -
     from scaler.probe import report
     from scaler.spec import parse_metadata
 
-    readings = WorkerReadings(
-        Reading(Precision.ESTIMATE, "sidekiq-work", 2.5),
-        Reading(Precision.EXACT, "sidekiq-processes", 2.5),
-        Reading(Precision.ESTIMATE, "sidekiq-concurrency", 2.5),
-    )
+    # a Sidekiq 7 process of several capsules: its threads an estimate; its processes read as
+    # every format's by default, exact
+    stale, shared = Reading(Precision.ESTIMATE, "sidekiq-work", 2.5), Reading(Precision.ESTIMATE)
+    readings = WorkerReadings(in_flight=stale, slots=shared)
     snapshot = QueueSnapshot(
         observed_at=10.0, depth=3, in_flight=12, consumers=2, slots=16, readings=readings
     )
