@@ -16,10 +16,10 @@ to twice its threads (``Worker.queue_prefetch``).
   counts as well as what runs (as RabbitMQ's unacknowledged messages do). Live: exact.
 - ``consumers``: the live worker processes that consume the queue. Nothing records which queues
   a process consumes, and producers beat too, so a process counts once it is seen holding a
-  message of the queue (a non-empty ack set) and for as long as it beats. While jobs wait,
-  every consumer of the queue holds some (it fetches whenever it has room), so the count is
-  exact then; while the queue is empty a consumer that has held nothing since the scaler
-  started is not seen: a lower bound. A process counts, not a pod: ``dramatiq`` starts one per
+  message of the queue (a non-empty ack set) and for as long as it beats. Once jobs have waited
+  at every sample for a poll interval (:data:`POLL_SECONDS`), every consumer of the queue has
+  held some (it fetches whenever it has room), so the count is exact; otherwise a consumer that
+  has held nothing since the scaler started may not be seen: a lower bound. A process counts, not a pod: ``dramatiq`` starts one per
   CPU unless told (``--processes``), so the policy's workers are the processes. A stopped
   process counts until its heartbeat is 60 s old, as for Dramatiq.
 - ``slots``: not kept (a process's ``--threads`` is recorded nowhere).
@@ -39,6 +39,9 @@ from brokers.redis_registry import RegistryAdapter, RegistryFigures
 
 #: Dramatiq's DEFAULT_HEARTBEAT_TIMEOUT, ms
 HEARTBEAT_TIMEOUT_MS = 60_000
+#: a consumer with room polls its queue at least this often (its backoff is capped at the
+#: worker's timeout, 1 s by default)
+POLL_SECONDS = 1.0
 ACKS, HEARTBEATS = "dramatiq-acks", "dramatiq-heartbeats+acks"
 
 #: KEYS heartbeats; ARGV namespace, queue, now (ms), timeout (ms), the consumers seen before:
@@ -69,6 +72,8 @@ class DramatiqAdapter(RegistryAdapter):
         super().__init__(source, connections)
         #: the worker ids seen holding a message of the queue, while they beat
         self._consumers: set[str] = set()
+        #: the first of the samples in a row that found jobs waiting
+        self._waiting_since: float | None = None
 
     def registry_command(self) -> Command:
         namespace = self.prefix.removesuffix(":")
@@ -80,8 +85,15 @@ class DramatiqAdapter(RegistryAdapter):
     def registry_figures(self, reply: list[Any], snapshot: QueueSnapshot) -> RegistryFigures:
         running, holding, still = reply
         self._consumers = {_text(id_) for id_ in (*holding, *still)}
-        # while jobs wait every consumer of the queue holds some of them
-        seen = Precision.EXACT if snapshot.depth else Precision.LOWER_BOUND
+        # jobs waited at every sample for a poll interval: every consumer has held some
+        if not snapshot.depth:
+            self._waiting_since = None
+        elif self._waiting_since is None:
+            self._waiting_since = snapshot.observed_at
+        waited = snapshot.observed_at - (self._waiting_since or snapshot.observed_at)
+        seen = (
+            Precision.EXACT if snapshot.depth and waited >= POLL_SECONDS else Precision.LOWER_BOUND
+        )
         readings = WorkerReadings(
             in_flight=Reading(source=ACKS),
             consumers=Reading(seen, HEARTBEATS),
