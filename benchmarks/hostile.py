@@ -43,9 +43,9 @@ from benchmarks.processes import ROOT, free_port, process_cpu
 from benchmarks.sidekiq_redis import create_queues, delete_queues, private_redis
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
-from scaler.metadata_reader import KEDA_KEYS, VALUE_KEYS
+from scaler.metadata_reader import KEDA_KEYS, value_keys
 
-KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {key + "FromEnv" for key in VALUE_KEYS})
+KEYS = sorted(value_keys() | KEDA_KEYS | {key + "FromEnv" for key in value_keys()})
 RPCS = ("GetMetricSpec", "GetMetrics", "IsActive", "StreamIsActive")
 REDIS_FORMATS = ("sidekiq", "rq", "bullmq", "dramatiq", "resque", "huey", "list", "celery", "arq")
 #: optional keys of a plausible trigger, with valid values

@@ -71,6 +71,27 @@ class Precision(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Reading:
+    """How one of the workers' figures (in flight, consumers, slots) was read: how far to trust
+    it, where it comes from, and how old it was: a figure the library writes at a heartbeat is
+    as old as the heartbeat (Sidekiq's, up to 5 s). The default: exact and live."""
+
+    precision: Precision = Precision.EXACT
+    source: str = ""
+    #: seconds between the library's writing of the figure and the sample
+    age: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReadings:
+    """How a snapshot's ``in_flight``, ``consumers`` and ``slots`` were read."""
+
+    in_flight: Reading = Reading()
+    consumers: Reading = Reading()
+    slots: Reading = Reading()
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSnapshot:
     """One queue, as one sample saw it.
 
@@ -100,6 +121,11 @@ class QueueSnapshot:
     #: whether the library holds the queue paused (BullMQ); None where it cannot be paused or
     #: the flag is not read
     paused: bool | None = None
+    #: the job slots of the ``consumers``: their concurrency summed (a Sidekiq process's
+    #: threads), where the library records it; None where it does not
+    slots: int | None = None
+    #: how ``in_flight``, ``consumers`` and ``slots`` were read (precision, source, age)
+    readings: WorkerReadings = WorkerReadings()
 
     @property
     def counted_at(self) -> float:

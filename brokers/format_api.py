@@ -108,6 +108,17 @@ class SnapshotModel:
     oldest_source: str
     #: the end where jobs are added (the list marker watches it)
     push_end: End
+    #: the broker's counters are kept by the library's workers (RQ's): while none is
+    #: registered, now or at the previous sample, the list marker's counts stand
+    counters_need_workers: bool = False
+    #: seconds between the heartbeats at which the library writes its workers' jobs (Sidekiq's
+    #: 5 s): in flight is as of the last one; 0: read live
+    heartbeat: float = 0.0
+    #: whether a worker that takes no more jobs but finishes its own (draining: a quiet Sidekiq
+    #: process) still counts among the consumers
+    draining_counts: bool = True
+    #: whether the library records the consumers' job slots (their concurrency)
+    reports_slots: bool = False
 
     @property
     def broker_counters(self) -> bool:

@@ -16,6 +16,9 @@ from brokers.redis_options import (
     celery_options,
     list_model,
     list_options,
+    resque_model,
+    rq_model,
+    sidekiq_model,
     stream_model,
     stream_options,
 )
@@ -49,18 +52,19 @@ FORMATS: dict[str, FormatInfo] = {
     info.name: info
     for info in (
         # Sidekiq: LPUSH queue:<name>, BRPOP; oldest at -1; JSON enqueued_at (7.x float s, 8.x int
-        # ms); workers and in flight from the processes' heartbeats (brokers/redis_sidekiq.py)
+        # ms); processes, threads and in flight from the heartbeats (brokers/redis_sidekiq.py)
         _list(
             "sidekiq", "", End.TAIL, True, True,
-            "Sidekiq (Ruby): queue:<name>, workers and in flight from the processes",
-            "brokers.redis_sidekiq:SidekiqAdapter", lister="brokers.redis_sidekiq:list_queues",
+            "Sidekiq (Ruby): queue:<name>, processes, threads and in flight from the heartbeats",
+            "brokers.redis_sidekiq:SidekiqAdapter", sidekiq_model,
+            lister="brokers.redis_sidekiq:list_queues",
         ),
         # RQ: RPUSH rq:queue:<name> of ids, BLPOP; oldest at 0; rq:job:<id> enqueued_at (ISO UTC);
-        # completions from the workers' job counters (brokers/redis_rq.py)
+        # arrivals and completions from the workers' job counters (brokers/redis_rq.py)
         _list(
             "rq", "rq", End.HEAD, True, True,
-            "RQ (Python): rq:queue:<name>, workers, in flight, completions",
-            "brokers.redis_rq:RQAdapter",
+            "RQ (Python): rq:queue:<name>, workers, in flight, arrivals and completions",
+            "brokers.redis_rq:RQAdapter", rq_model,
         ),
         # BullMQ: wait list, prioritized and delayed sets, active list, meta, id counter, events
         # stream, workers in CLIENT LIST (brokers/redis_bullmq.py)
@@ -70,10 +74,10 @@ FORMATS: dict[str, FormatInfo] = {
             "brokers.redis_bullmq:BullMQAdapter", bullmq_model,
         ),
         # Dramatiq: RPUSH dramatiq:<q>, LPOP; oldest at 0; dramatiq:<q>.msgs message_timestamp (ms);
-        # in flight from the live workers' ack sets (brokers/redis_dramatiq.py)
+        # in flight and worker processes from the ack sets and heartbeats (brokers/redis_dramatiq.py)
         _list(
-            "dramatiq", "dramatiq", End.HEAD, False, True,
-            "Dramatiq (Python): dramatiq:<name>, in flight from the ack sets",
+            "dramatiq", "dramatiq", End.HEAD, True, True,
+            "Dramatiq (Python): dramatiq:<name>, in flight and workers from the ack sets",
             "brokers.redis_dramatiq:DramatiqAdapter",
         ),
         # Celery (kombu's Redis transport): LPUSH <q> and the priority lists <q><sep><step>
@@ -89,7 +93,7 @@ FORMATS: dict[str, FormatInfo] = {
         _list(
             "resque", "resque", End.HEAD, True, True,
             "Resque (Ruby): resque:queue:<name>, workers and in flight from the registry",
-            "brokers.redis_resque:ResqueAdapter",
+            "brokers.redis_resque:ResqueAdapter", resque_model,
         ),
         # Huey (RedisHuey): LPUSH huey.redis.<name>, BRPOP; oldest at -1; pickled, no enqueue time
         _list("huey", "huey.redis", End.TAIL, False, False, "Huey (Python): huey.redis.<name>"),

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from brokers import registry
-from brokers.base import End, Precision, QueueSnapshot, QueueSource
+from brokers.base import End, Precision, QueueSnapshot, QueueSource, Reading, WorkerReadings
 from brokers.connections import Connections
 from brokers.errors import BrokerUnreachable, QueueMisconfigured
 from brokers.list_marker import ListMarker
@@ -49,6 +49,10 @@ class MemoryQueue:
         self._newest = 0
         self.in_flight = 0
         self.consumers = 0
+        #: of the consumers, those that take no more jobs and finish their own (draining)
+        self.draining = 0
+        #: job slots per consumer
+        self.concurrency = 1
         self.arrivals_total = 0
         self.completions_total = 0
 
@@ -197,6 +201,12 @@ class MemoryAdapter:
         self._consumers = info.reports_consumers
         self._push_end = model.push_end
         self._marker = ListMarker(self._push_end)
+        #: counts kept here where they switch between the broker's and the marker's (RQ's):
+        #: the totals, the broker's and the marker's at the last sample, and its consumers
+        self._totals = (0, 0)
+        self._last: tuple[int, int, int, int, int] | None = None
+        #: in flight at the library's last heartbeat, and when that was
+        self._beat: tuple[int, float] | None = None
 
     async def sample(self) -> QueueSnapshot:
         memory = self._memory
@@ -212,8 +222,10 @@ class MemoryAdapter:
         queue = self._memory.queue(self.queue)
         self.samples += 1
         depth = len(queue)
-        if self._model.broker_counters:
-            arrivals, completions, exact = queue.arrivals_total, queue.completions_total, True
+        model = self._model
+        exact = True
+        if model.broker_counters and not model.counters_need_workers:
+            arrivals, completions = queue.arrivals_total, queue.completions_total
         else:
             counts = self._marker.observe(depth, self._marker_found(queue, depth), _id(queue))
             arrivals, completions, exact = (
@@ -221,21 +233,55 @@ class MemoryAdapter:
                 counts.completions_total,
                 counts.exact,
             )
+        source = model.counts_source
+        if model.counters_need_workers:
+            arrivals, completions, exact, source = self._switched(
+                queue, arrivals, completions, exact
+            )
+        consumers = queue.consumers - (0 if model.draining_counts else queue.draining)
+        in_flight, age = queue.in_flight, 0.0
+        if model.heartbeat:
+            if self._beat is None or now - self._beat[1] >= model.heartbeat:
+                self._beat = (queue.in_flight, now)
+            in_flight, age = self._beat[0], now - self._beat[1]
         oldest = queue.oldest
         timed = self._model.oldest_source != "" and oldest is not None
         return QueueSnapshot(
             observed_at=now,
             depth=depth,
-            in_flight=queue.in_flight if self._in_flight else None,
+            in_flight=in_flight if self._in_flight else None,
             oldest_enqueued_at=oldest.enqueued_at if timed and oldest is not None else None,
             oldest_precision=Precision.EXACT if timed else Precision.UNKNOWN,
             oldest_source=self._model.oldest_source if timed or self._model.broker_counters else "",
             arrivals_total=arrivals,
             completions_total=completions,
             counts_exact=exact,
-            counts_source=self._model.counts_source,
-            consumers=queue.consumers if self._consumers else None,
+            counts_source=source,
+            consumers=consumers if self._consumers else None,
+            slots=consumers * queue.concurrency if model.reports_slots else None,
+            readings=WorkerReadings(
+                in_flight=Reading(Precision.ESTIMATE, age=age) if model.heartbeat else Reading()
+            ),
         )
+
+    def _switched(
+        self, queue: MemoryQueue, arrivals: int, completions: int, exact: bool
+    ) -> tuple[int, int, bool, str]:
+        """Counts from the broker's counters while workers are registered (now or at the
+        previous sample), else the marker's (``arrivals``, ``completions``, ``exact``), and
+        their source."""
+        last, now = self._last, (queue.arrivals_total, queue.completions_total)
+        self._last = (*now, arrivals, completions, queue.consumers)
+        counters = bool(queue.consumers or (last is not None and last[4]))
+        source = self._model.counts_source if counters else "list-marker"
+        if last is None:
+            return (*self._totals, exact, source)
+        if counters:
+            added, done, exact = now[0] - last[0], now[1] - last[1], True
+        else:
+            added, done = arrivals - last[2], completions - last[3]
+        self._totals = (self._totals[0] + added, self._totals[1] + done)
+        return (*self._totals, exact, source)
 
     def _marker_found(self, queue: MemoryQueue, depth: int) -> list[int] | None:
         """What ``LPOS`` answers for the previous marker: its index from the head, if found."""

@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from brokers.base import Precision, QueueSnapshot, QueueSource
+from brokers.base import Precision, QueueSnapshot, QueueSource, Reading, WorkerReadings
 from brokers.connections import Connections
 from brokers.errors import BrokerRefused
 from brokers.payloads import MAX_PAYLOAD_BYTES, Stamp, checked_at
@@ -54,6 +54,13 @@ from brokers.redis_connection import Command, RedisConnection
 from brokers.redis_options import ListLayout
 
 COUNTS_SOURCE = "bullmq-events"
+#: in flight from the active list, workers from their connections; their concurrency is kept
+#: nowhere (a Worker's connection name does not carry it)
+READINGS = WorkerReadings(
+    Reading(source="bullmq-active"),
+    Reading(source="bullmq-client-list"),
+    Reading(Precision.UNKNOWN),
+)
 OLDEST_SOURCE = "payload:timestamp"
 WORKERS_UNKNOWN = "workers_unknown"
 PAUSED = "paused"
@@ -273,6 +280,7 @@ class BullMQAdapter:
             consumers=workers,
             warnings=tuple(warnings),
             paused=reply.paused,
+            readings=READINGS,
         )
 
     def _count(self, reply: Reply) -> bool:

@@ -5,7 +5,7 @@ URL is first checked)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from brokers.base import End, QueueSource
 from brokers.errors import InvalidMetadata
@@ -168,6 +168,30 @@ def list_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
     # the format's oldest end, or a list's oldestEnd
     oldest = options.oldest_end if isinstance(options, ListLayout) else info.oldest_end
     return SnapshotModel("list-marker", "payload" if timed else "", oldest.opposite)
+
+
+def sidekiq_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
+    """Sidekiq as its adapter reads it: a list with payload times; the processes and their
+    threads, quiet ones (draining) not serving; in flight as of the last heartbeat (5 s)."""
+    return replace(
+        list_model(info, source), heartbeat=5.0, draining_counts=False, reports_slots=True
+    )
+
+
+def rq_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
+    """RQ as its adapter reads it: exact counts from the workers' counters while any is
+    registered (else the list marker's); the workers' job slots."""
+    return replace(
+        list_model(info, source),
+        counts_source="rq-worker-counters",
+        counters_need_workers=True,
+        reports_slots=True,
+    )
+
+
+def resque_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
+    """Resque as its adapter reads it: a list without times; the workers' job slots."""
+    return replace(list_model(info, source), reports_slots=True)
 
 
 def bullmq_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:

@@ -14,8 +14,8 @@ Key names and list ends, as the installed libraries write them (``P`` is the key
 
 - sidekiq: list ``queue:<q>`` (``P:queue:<q>`` with a namespace), LPUSH, oldest at the tail.
 - rq: list ``P:queue:<q>`` of ids, RPUSH, oldest at the head; ``P:job:<id>`` field
-  ``enqueued_at``; in flight = ZCARD ``P:wip:<q>`` (StartedJobRegistry); workers = SCARD
-  ``P:workers:<q>``.
+  ``enqueued_at``; workers = SCARD ``P:workers:<q>`` (in flight and the counts:
+  ``brokers.redis_rq``, in the same transaction).
 - dramatiq: list ``P:<q>`` of ids, RPUSH, oldest at the head; hash ``P:<q>.msgs`` id -> JSON
   message with ``message_timestamp``.
 - resque: list ``P:queue:<q>`` (redis-namespace ``resque``) of JSON ``{"class", "args"}``,
@@ -40,6 +40,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from brokers.base import End, Precision, QueueSnapshot, QueueSource
 from brokers.connections import Connections
@@ -60,7 +61,6 @@ return {size, redis.call('HGET', KEYS[1], ARGV[1])}
 class Role(enum.Enum):
     """What a count beside the main list means."""
 
-    IN_FLIGHT = "in_flight"
     CONSUMERS = "consumers"
 
 
@@ -95,10 +95,7 @@ def layout_for(source: QueueSource) -> Layout:
             return Layout(
                 _key(p, "queue", q),
                 oldest_end,
-                (
-                    Count(Role.IN_FLIGHT, "ZCARD", _key(p, "wip", q)),
-                    Count(Role.CONSUMERS, "SCARD", _key(p, "workers", q)),
-                ),
+                (Count(Role.CONSUMERS, "SCARD", _key(p, "workers", q)),),
                 lambda id_: (rq_job + id_, b"enqueued_at"),
             )
         case "dramatiq":
@@ -142,21 +139,26 @@ class RedisQueueAdapter:
         self._redis = RedisConnection(source, connections)
 
     async def sample(self) -> QueueSnapshot:
+        snapshot, _ = await self.sample_with(())
+        return snapshot
+
+    async def sample_with(self, commands: Sequence[Command]) -> tuple[QueueSnapshot, Sequence[Any]]:
+        """The snapshot, and the replies to ``commands``, run in the same transaction as the
+        list's reads (a format's other records, read at the same moment)."""
         layout = self._layout
         known = self._oldest[0] if self._oldest is not None else b""
-        commands: list[Command] = [self._ends.command(known)]
-        commands += [(count.command, count.key) for count in layout.counts]
-        replies = await self._redis.execute(commands, transaction=True)
+        own: list[Command] = [self._ends.command(known)]
+        own += [(count.command, count.key) for count in layout.counts]
+        replies = await self._redis.execute([*own, *commands], transaction=True)
         observed_at = time.time()
 
         ends = self._ends.observe(replies[0])
-        extra = self._counts(replies[1:])
+        extra = self._counts(replies[1 : len(own)])
         stamp = await self._stamp(ends.oldest, observed_at)
         counts = ends.counts
-        return QueueSnapshot(
+        snapshot = QueueSnapshot(
             observed_at=observed_at,
             depth=ends.length,
-            in_flight=extra.get(Role.IN_FLIGHT),
             oldest_enqueued_at=stamp.enqueued_at,
             oldest_precision=_precision(stamp),
             oldest_source=f"payload:{stamp.field}" if stamp.enqueued_at is not None else "",
@@ -167,6 +169,7 @@ class RedisQueueAdapter:
             consumers=extra.get(Role.CONSUMERS),
             warnings=(stamp.warning,) if stamp.warning else (),
         )
+        return snapshot, replies[len(own) :]
 
     async def aclose(self) -> None:
         await self._redis.aclose()

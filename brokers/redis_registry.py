@@ -5,10 +5,10 @@ workers serving the queue and the jobs in flight."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from brokers.base import QueueSnapshot, QueueSource
+from brokers.base import QueueSnapshot, QueueSource, WorkerReadings
 from brokers.connections import Connections
 from brokers.errors import BrokerRefused
 from brokers.redis_connection import Command, RedisConnection
@@ -18,6 +18,16 @@ from brokers.redis_queues import RedisQueueAdapter
 #: the Redis user may read the queue but not the workers' registry (an ACL limited to the
 #: queue's keys, say): the workers and the jobs in flight stay unknown
 REGISTRY_REFUSED = "registry_refused"
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryFigures:
+    """What a registry says of the queue's workers (None: not kept), and how it was read."""
+
+    consumers: int | None
+    in_flight: int | None
+    slots: int | None = None
+    readings: WorkerReadings = field(default_factory=WorkerReadings)
 
 
 class RegistryAdapter:
@@ -41,9 +51,9 @@ class RegistryAdapter:
         """The script that reads the registry; its reply is empty when no worker is registered."""
         raise NotImplementedError
 
-    def registry_counts(self, reply: list[Any]) -> tuple[int | None, int | None]:
-        """Workers serving the queue and jobs in flight (None: not kept), from the script's
-        (non-empty) reply."""
+    def registry_figures(self, reply: list[Any], snapshot: QueueSnapshot) -> RegistryFigures:
+        """Workers serving the queue, their job slots and the jobs in flight, from the script's
+        (non-empty) reply; ``snapshot`` is the list's, read just before."""
         raise NotImplementedError
 
     async def sample(self) -> QueueSnapshot:
@@ -57,8 +67,14 @@ class RegistryAdapter:
             return replace(snapshot, warnings=(*snapshot.warnings, REGISTRY_REFUSED))
         if not reply:  # no worker registered: none runs, or the workers are not the library's
             return snapshot
-        consumers, in_flight = self.registry_counts(reply)
-        return replace(snapshot, consumers=consumers, in_flight=in_flight)
+        figures = self.registry_figures(reply, snapshot)
+        return replace(
+            snapshot,
+            consumers=figures.consumers,
+            in_flight=figures.in_flight,
+            slots=figures.slots,
+            readings=figures.readings,
+        )
 
     async def aclose(self) -> None:
         await self._list.aclose()

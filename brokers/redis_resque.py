@@ -12,9 +12,11 @@ The registry, as Resque 1.x to 3.0 writes it (``lib/resque/data_store.rb`` and
   ``Resque.heartbeat_interval`` (60 s); a worker whose heartbeat is older than
   ``Resque.prune_interval`` (5 intervals) is dead, and Resque prunes it. So is it here.
 
-Workers serving the queue = live workers whose queues match it; in flight = the live workers'
-jobs of the queue. Both unknown while no worker is registered (the set does not exist), as for
-Sidekiq: the workers may not be Resque's.
+Workers serving the queue = live workers whose queues match it, one job slot each (a worker
+forks a child per job and runs one at a time); in flight = the live workers' jobs of the queue,
+written as each job starts and deleted as it ends, so live (exact at the sample). All unknown
+while no worker is registered (the set does not exist), as for Sidekiq: the workers may not be
+Resque's.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import time
 from datetime import datetime
 from typing import Any
 
+from brokers.base import QueueSnapshot, Reading, WorkerReadings
 from brokers.payloads import MAX_PAYLOAD_BYTES
 from brokers.redis_connection import Command
-from brokers.redis_registry import RegistryAdapter
+from brokers.redis_registry import RegistryAdapter, RegistryFigures
 
 #: Resque's prune_interval: heartbeat_interval (60 s) × 5
 PRUNE_INTERVAL = 300.0
@@ -87,13 +90,19 @@ class ResqueAdapter(RegistryAdapter):
         keys = (self.prefix + "workers", self.prefix + "workers:heartbeat")
         return ("EVAL", WORKERS_SCRIPT, 2, *keys, self.prefix, self.queue, MAX_PAYLOAD_BYTES)
 
-    def registry_counts(self, reply: list[Any]) -> tuple[int | None, int | None]:
+    def registry_figures(self, reply: list[Any], snapshot: QueueSnapshot) -> RegistryFigures:
         now, workers, running = time.time(), 0, 0
         for raw_id, raw_beat, busy in zip(reply[0::3], reply[1::3], reply[2::3], strict=True):
             if alive(_text(raw_beat), now):
                 workers += serves(_text(raw_id), self.queue)
                 running += int(busy)
-        return workers, running
+        # a Resque worker runs one job at a time (it forks a child per job): a slot each
+        readings = WorkerReadings(
+            Reading(source="resque-working-on"),
+            Reading(source="resque-workers"),
+            Reading(source="resque-workers"),
+        )
+        return RegistryFigures(workers, running, workers, readings)
 
 
 def _text(raw: bytes | str) -> str:

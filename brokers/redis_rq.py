@@ -1,41 +1,69 @@
-"""RQ queues -> QueueSnapshot: the queue's list (``brokers.redis_queues``: depth, age, in flight,
-workers, list-marker arrivals) and the completions RQ's workers count themselves.
+"""RQ queues -> QueueSnapshot: the queue's list (``brokers.redis_queues``: depth, age, workers,
+list-marker counts), the jobs in flight, and the arrivals and completions RQ's workers count.
 
-As RQ 1.x to 3.0 writes them (``rq/worker/base.py``, ``rq/worker_registration.py``; ``P`` is
-the prefix, ``rq``): set ``P:workers:<q>`` of the worker keys ``P:worker:<name>`` listening to
-the queue; each worker's hash has ``queues`` (comma-separated) and ``successful_job_count`` and
-``failed_job_count``, incremented as each job ends, whatever its ``result_ttl`` (the finished
-registry keeps only jobs whose result is kept, so it undercounts). A worker that stops leaves
-the set and its hash expires 60 s later (``register_death``), so its last counts are still read
-at the next sample; a new worker starts from 0.
+As RQ 1.x to 3.0 writes them (``rq/worker/base.py``, ``rq/worker_registration.py``,
+``rq/registry.py``, ``rq/queue.py``; ``P`` is the prefix, ``rq``):
 
-The completions since the last sample are the counters' increases, exact while every worker of
-the queue listens to it alone (a worker of several queues does not say which queue a job came
-from: the list marker's completions stand then, as they do while no RQ worker is registered)
-and no worker vanished unread. Arrivals stay
-the list marker's, so where the list empties between samples both are still flagged lower
-bounds (one flag holds both), though the completions are right.
+- set ``P:workers:<q>`` of the worker keys ``P:worker:<name>`` listening to the queue; each
+  worker's hash has ``queues`` (comma-separated), ``successful_job_count`` and
+  ``failed_job_count``, each incremented in the transaction that ends a job (and removes it
+  from the started registry), whatever its ``result_ttl``: the finished registry keeps only
+  jobs whose result is kept (``result_ttl`` 0 keeps none), so it would undercount. A worker that
+  stops leaves the set and its hash expires 60 s later (``register_death``): its last counts
+  are read at the next sample. A new worker starts from 0; one that restarts under the same
+  name starts its hash again (``register_birth``).
+- in flight: the started registry ``P:wip:<q>`` (sorted set of ``<job id>:<execution id>``, a
+  job id before 2.0) and, since RQ 1.16, the intermediate list ``P:queue:<q>:intermediate``
+  where a worker of one queue moves each job it takes (``BLMOVE``) until it starts it; a job is
+  in both for a moment, so it counts once.
+
+Read in one script, in the transaction that reads the list (``RedisQueueAdapter.sample_with``):
+the list's length, the jobs in flight and every worker's counters, at one moment. While every worker of the queue listens to it alone (a worker of several queues does
+not say which queue a job came from), the jobs dequeued between two samples are the workers'
+jobs ended plus the change in flight, and the arrivals are those plus the change in the list's
+length, however often it empties: source ``rq-worker-counters``, exact unless a worker vanished
+unread, restarted under its name, or a job left the registry without ending (the started
+registry's cleanup of a job whose worker died). A worker that starts and stops between two
+samples (``rq worker --burst``) is never seen: where the list marker is exact and counts more
+arrivals, its counts stand. Otherwise (no RQ worker registered, as with consumers that are not
+RQ's; a worker of several queues) the list marker's counts stand, lower bounds when the list
+empties between samples.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from brokers.base import QueueSnapshot, QueueSource
+from brokers.base import QueueSnapshot, QueueSource, Reading, WorkerReadings
 from brokers.connections import Connections
-from brokers.redis_connection import Command, RedisConnection
+from brokers.redis_connection import Command
 from brokers.redis_options import ListLayout
 from brokers.redis_queues import RedisQueueAdapter
 
-COUNTS_SOURCE = "list-marker, rq-worker-counters"
+COUNTS_SOURCE = "rq-worker-counters"
+#: the started registry is read in full below this many entries (else counted alone)
+MAX_STARTED = 10_000
 
-#: KEYS the queue's workers set; ARGV the worker keys read last time:
-#: {key, queues, successful, failed} for each worker in either whose hash still exists
+#: KEYS the queue's started registry, its workers set, its list, its intermediate list (the
+#: first call names the first key, as a wrong key type is reported);
+#: ARGV MAX_STARTED, then the worker keys read last time: {length, in flight, {key, queues,
+#: successful, failed} for each worker in either whose hash still exists}
 COUNTERS_SCRIPT = """
+local started = redis.call('ZCARD', KEYS[1])
+local in_flight = started
+if started <= tonumber(ARGV[1]) then
+  local running = {}
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+    running[string.match(member, '^[^:]*')] = true
+  end
+  for _, id in ipairs(redis.call('LRANGE', KEYS[4], 0, -1)) do
+    if not running[id] then in_flight = in_flight + 1 end
+  end
+end
 local keys, seen = {}, {}
-for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do seen[key] = true table.insert(keys, key) end
-for i = 1, #ARGV do if not seen[ARGV[i]] then table.insert(keys, ARGV[i]) end end
+for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do seen[key] = true table.insert(keys, key) end
+for i = 2, #ARGV do if not seen[ARGV[i]] then table.insert(keys, ARGV[i]) end end
 local out = {}
 for _, key in ipairs(keys) do
   local f = redis.call('HMGET', key, 'queues', 'successful_job_count', 'failed_job_count')
@@ -46,53 +74,80 @@ for _, key in ipairs(keys) do
     table.insert(out, f[3] or '0')
   end
 end
-return out
+return {redis.call('LLEN', KEYS[3]), in_flight, out}
 """
 
 
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """One reading of the script: the list's length, the jobs in flight, each worker's jobs
+    ended (successful + failed), and whether every worker listens to the queue alone."""
+
+    length: int
+    in_flight: int
+    ended: dict[str, int]
+    single_queue: bool
+
+
 class RQAdapter:
-    """Samples one RQ queue: its list, then its workers' job counters."""
+    """Samples one RQ queue: its list, then the jobs in flight and the workers' job counters."""
 
     broker = "redis"
 
     def __init__(self, source: QueueSource, connections: Connections) -> None:
         self.queue = source.queue
         self._list = RedisQueueAdapter(source, connections)
-        prefix = (
-            f"{source.options_as(ListLayout).key_prefix}:"
-            if source.options_as(ListLayout).key_prefix
-            else ""
+        layout = source.options_as(ListLayout)
+        prefix = f"{layout.key_prefix}:" if layout.key_prefix else ""
+        queue_key = f"{prefix}queue:{source.queue}"
+        self._keys = (
+            f"{prefix}wip:{source.queue}",
+            f"{prefix}workers:{source.queue}",
+            queue_key,
+            f"{queue_key}:intermediate",
         )
-        self._workers_key = f"{prefix}workers:{source.queue}"
-        #: worker key -> its jobs ended (successful + failed), at the last sample
-        self._ended: dict[str, int] | None = None
-        self._completions = 0
-        #: the list marker's completions total at the last sample
-        self._marker: int | None = None
-        self._redis = RedisConnection(source, connections)
+        self._last: Counters | None = None
+        self._arrivals = self._completions = 0
+        #: the list marker's totals at the last sample
+        self._marker: tuple[int, int] | None = None
 
     async def sample(self) -> QueueSnapshot:
-        snapshot = await self._list.sample()
-        args: list[str | int] = [1, self._workers_key, *(self._ended or {})]
+        previous = self._last
+        known = previous.ended if previous is not None else {}
+        args: list[str | int] = [4, *self._keys, MAX_STARTED, *known]
         script: Command = ("EVAL", COUNTERS_SCRIPT, *args)
-        (flat,) = await self._redis.execute([script], transaction=False)
-        ended, single_queue = _counters(flat, self.queue)
-        previous, self._ended = self._ended, ended
-        marker, self._marker = self._marker, snapshot.completions_total
+        snapshot, (reply,) = await self._list.sample_with([script])
+        now = self._last = _counters(reply, self.queue)
+        marker = self._marker
+        if snapshot.arrivals_total is not None and snapshot.completions_total is not None:
+            self._marker = (snapshot.arrivals_total, snapshot.completions_total)
         exact, source = snapshot.counts_exact, snapshot.counts_source
-        counters = single_queue and bool(ended or previous)
+        counters = now.single_queue and bool(now.ended or known)
         if counters:
             source = COUNTS_SOURCE
-        if previous is None or marker is None or snapshot.completions_total is None:
-            pass  # the first sample: the total starts here
-        elif counters:
-            exact = exact and all(key in ended for key in previous)  # none vanished unread
-            self._completions += sum(max(0, n - previous.get(key, 0)) for key, n in ended.items())
-        else:  # no RQ worker seen (the consumers are not RQ's), or one of several queues, which
-            # does not say which queue a job came from
-            self._completions += snapshot.completions_total - marker
+        if previous is None or marker is None or self._marker is None:
+            pass  # the first sample: the totals start here
+        else:
+            by_marker = (self._marker[0] - marker[0], self._marker[1] - marker[1])
+            arrived, done = by_marker
+            if counters:
+                arrived, done, exact = _since(previous, now)
+                if snapshot.counts_exact and by_marker[0] > arrived:  # a worker came and went
+                    (arrived, done), exact = by_marker, True  # unseen: the exact marker stands
+            self._arrivals += arrived
+            self._completions += done
+        readings = WorkerReadings(
+            Reading(source="rq-started+intermediate"),
+            Reading(source="rq-workers"),
+            Reading(source="rq-workers"),
+        )
         return replace(
             snapshot,
+            in_flight=now.in_flight,
+            # an RQ worker runs one job at a time (a work horse, or in its own process)
+            slots=snapshot.consumers,
+            readings=readings,
+            arrivals_total=self._arrivals,
             completions_total=self._completions,
             counts_exact=exact,
             counts_source=source,
@@ -100,11 +155,11 @@ class RQAdapter:
 
     async def aclose(self) -> None:
         await self._list.aclose()
-        await self._redis.aclose()
 
 
-def _counters(flat: list[Any], queue: str) -> tuple[dict[str, int], bool]:
-    """Each worker's jobs ended, and whether every worker listens to ``queue`` alone."""
+def _counters(reply: list[Any], queue: str) -> Counters:
+    """The script's reply, read."""
+    length, in_flight, flat = reply
     ended: dict[str, int] = {}
     single = True
     for key, queues, successful, failed in zip(*[iter(flat)] * 4, strict=True):
@@ -112,4 +167,19 @@ def _counters(flat: list[Any], queue: str) -> tuple[dict[str, int], bool]:
         listens = (queues.decode() if isinstance(queues, bytes) else str(queues)).split(",")
         single = single and listens == [queue]
         ended[name] = int(successful) + int(failed)
-    return ended, single
+    return Counters(int(length), int(in_flight), ended, single)
+
+
+def _since(before: Counters, after: Counters) -> tuple[int, int, bool]:
+    """Arrivals and jobs ended between two readings, and whether both are exact."""
+    exact = all(key in after.ended for key in before.ended)  # none vanished unread
+    done = 0
+    for key, ended in after.ended.items():
+        last = before.ended.get(key, 0)
+        if ended < last:  # restarted under its name: its hash began again
+            exact, last = False, 0
+        done += ended - last
+    arrived = after.length - before.length + done + after.in_flight - before.in_flight
+    if arrived < 0:  # a job left the started registry without ending (its worker died)
+        exact, arrived = False, 0
+    return arrived, done, exact

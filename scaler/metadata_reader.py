@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from brokers import registry
-from brokers.formats import FORMATS
 from brokers.suggest import nearest
 from scaler.durations import parse_duration
 from scaler.errors import InvalidMetadata
@@ -21,9 +20,6 @@ from scaler.errors import InvalidMetadata
 KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl"})
 #: the suffix KEDA resolves from the scale target's environment
 FROM_ENV = "FromEnv"
-
-#: the keys of the built-in formats' triggers (:func:`value_keys` adds the plugins' keys)
-VALUE_KEYS = registry.CORE_KEYS | {key for info in FORMATS.values() for key in info.layout_keys}
 
 
 @functools.cache

@@ -77,6 +77,25 @@ class Metrics:
         self.depth = queue_gauge("queue_depth", "Jobs ready to run, not yet picked up")
         self.in_flight = queue_gauge("queue_in_flight", "Jobs picked up and not finished")
         self.consumers = queue_gauge("queue_consumers", "Workers attached to the queue")
+        self.slots = queue_gauge(
+            "queue_slots",
+            "Job slots of the workers serving the queue (their concurrency summed), where the "
+            "library records it (Sidekiq's threads)",
+        )
+        self.figure_precision = Gauge(
+            f"{PREFIX}_queue_figure_precision",
+            "1 for how precise the queue's in_flight, consumers and slots are, and where they "
+            "come from",
+            (*QUEUE_LABELS, "figure", "precision", "source"),
+            registry=r,
+        )
+        self.figure_age = Gauge(
+            f"{PREFIX}_queue_figure_age_seconds",
+            "How old the queue's in_flight, consumers and slots were when read: a figure the "
+            "library writes at a heartbeat is as old as the heartbeat (Sidekiq's, up to 5 s)",
+            (*QUEUE_LABELS, "figure"),
+            registry=r,
+        )
         self.paused = queue_gauge(
             "queue_paused", "1 while the job library holds the queue paused (BullMQ), else 0"
         )
@@ -223,6 +242,7 @@ class Metrics:
         self._reasons: dict[tuple[str, ...], str] = {}
         self._ceiling_sources: dict[tuple[str, ...], str] = {}
         self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
+        self._figure_precisions: dict[tuple[str, ...], tuple[str, str]] = {}
         self._lock = threading.Lock()
 
     # -- per queue ----------------------------------------------------------------------------
@@ -242,6 +262,8 @@ class Metrics:
         self.depth.labels(*labels).set(_value(snapshot.depth))
         self.in_flight.labels(*labels).set(_value(snapshot.in_flight))
         self.consumers.labels(*labels).set(_value(snapshot.consumers))
+        self.slots.labels(*labels).set(_value(snapshot.slots))
+        self._record_figures(labels, snapshot)
         self.paused.labels(*labels).set(_value(snapshot.paused))
         self.consumer_capacity.labels(*labels).set(_value(snapshot.consumer_capacity))
         # the age the policy uses (exact, estimated or a lower bound; NaN only when unknown): it
@@ -250,6 +272,25 @@ class Metrics:
         self.oldest_age.labels(*labels).set(_value(age.value))
         for kind in snapshot.warnings:
             self.sample_warnings.labels(*labels, kind).inc()
+
+    def _record_figures(self, labels: tuple[str, ...], snapshot: QueueSnapshot) -> None:
+        """The precision, source and age of the snapshot's workers' figures."""
+        readings = snapshot.readings
+        with self._lock:
+            for name, value, reading in (
+                ("in_flight", snapshot.in_flight, readings.in_flight),
+                ("consumers", snapshot.consumers, readings.consumers),
+                ("slots", snapshot.slots, readings.slots),
+            ):
+                known = value is not None
+                key = (*labels, name)
+                now = (reading.precision.value if known else "unknown", reading.source)
+                before = self._figure_precisions.get(key)
+                if before is not None and before != now:
+                    self.figure_precision.remove(*key, *before)
+                self._figure_precisions[key] = now
+                self.figure_precision.labels(*key, *now).set(1)
+                self.figure_age.labels(*key).set(reading.age if known else math.nan)
 
     def record_sample_error(self, source: QueueSource, error: str) -> None:
         self.sample_errors.labels(*_queue_labels(source), error).inc()
@@ -260,12 +301,17 @@ class Metrics:
             self.depth,
             self.in_flight,
             self.consumers,
+            self.slots,
             self.paused,
             self.consumer_capacity,
             self.oldest_age,
         ):
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)
+        with self._lock:
+            for key in [k for k in self._figure_precisions if k[: len(labels)] == labels]:
+                self.figure_precision.remove(*key, *self._figure_precisions.pop(key))
+                self.figure_age.remove(*key)
 
     # -- per trigger --------------------------------------------------------------------------
 

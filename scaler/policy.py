@@ -188,14 +188,27 @@ def decide(
 
 
 def utilisation(signals: QueueSignals, spec: TriggerSpec) -> float | None:
-    """The busy share of the workers the broker shows: jobs in flight over their job slots
-    (consumers × ``workerConcurrency``, one slot each where it is not set), at most 1. None where
+    """The busy share of the workers the broker shows: jobs in flight over their job slots (as
+    the library records them, Sidekiq's threads; else consumers × ``workerConcurrency``, one
+    slot each where it is not set), at most 1. None where
     either count is unknown or no worker is seen. An estimate where messages are prefetched
     (RabbitMQ, kombu): those count as in flight before they run."""
     if signals.in_flight is None or not signals.consumers:
         return None
-    slots = signals.consumers * (spec.worker_concurrency or 1)
+    slots = signals.slots or signals.consumers * (spec.worker_concurrency or 1)
     return min(1.0, signals.in_flight / slots)
+
+
+def _busy_workers(signals: QueueSignals, spec: TriggerSpec) -> float | None:
+    """The workers the jobs in flight keep busy: over each worker's job slots, as the library
+    records them (Sidekiq's threads per process), else ``workerConcurrency``."""
+    if not signals.in_flight:
+        return None
+    if signals.slots and signals.consumers:
+        return signals.in_flight * signals.consumers / signals.slots
+    if spec.worker_concurrency:
+        return signals.in_flight / spec.worker_concurrency
+    return None
 
 
 def _scale_in_on_uncertain_arrivals(
@@ -261,10 +274,9 @@ def _needed(
         by_age = signals.consumers * age / spec.target_age
         if needed is None or by_age > needed:
             needed, reason = by_age, Reason.AGE_OVER_TARGET
-    if signals.in_flight and spec.worker_concurrency:
-        busy = signals.in_flight / spec.worker_concurrency
-        if needed is None or busy > needed:
-            needed, reason = busy, Reason.KEEPING_UP
+    busy = _busy_workers(signals, spec)
+    if busy is not None and (needed is None or busy > needed):
+        needed, reason = busy, Reason.KEEPING_UP
     return needed, reason
 
 

@@ -174,6 +174,21 @@ def _figure(report: dict[str, Any], name: str, figure: Figure) -> None:
         report[f"{base}_unbounded"] = True
 
 
+def _worker_figures(report: dict[str, Any], signals: QueueSignals) -> None:
+    """How in flight, consumers and slots were read: precision, source, and how old the figure
+    was (a figure written at the library's heartbeat is as old as the heartbeat)."""
+    readings = signals.readings
+    for name, value, reading in (
+        ("in_flight", signals.in_flight, readings.in_flight),
+        ("consumers", signals.consumers, readings.consumers),
+        ("slots", signals.slots, readings.slots),
+    ):
+        known = value is not None
+        report[f"{name}_precision"] = reading.precision.value if known else "unknown"
+        report[f"{name}_source"] = (reading.source or None) if known else None
+        report[f"{name}_age_seconds"] = round(reading.age, 3) if known else None
+
+
 def report(
     spec: TriggerSpec,
     signals: QueueSignals,
@@ -191,8 +206,10 @@ def report(
         "depth": signals.depth,
         "in_flight": signals.in_flight,
         "consumers": signals.consumers,
+        "slots": signals.slots,
         "paused": signals.paused,
     }
+    _worker_figures(out, signals)
     _figure(out, "oldest_age_seconds", signals.oldest_age)
     out["age_precision"] = out.pop("oldest_age_precision")
     out["age_source"] = out.pop("oldest_age_source")

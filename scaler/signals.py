@@ -8,9 +8,9 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from brokers.base import Precision, QueueSnapshot
+from brokers.base import Precision, QueueSnapshot, WorkerReadings
 from scaler.arrival_history import ArrivalHistory
 
 #: the flow rate needs arrivals counted over at least this share of the rate window
@@ -49,6 +49,10 @@ class QueueSignals:
     flow_rate: float | None = None
     #: whether the library holds the queue paused (BullMQ); None where not known
     paused: bool | None = None
+    #: the consumers' job slots, where the library records their concurrency (Sidekiq)
+    slots: int | None = None
+    #: how in_flight, consumers and slots were read (precision, source, age)
+    readings: WorkerReadings = field(default_factory=WorkerReadings)
 
 
 def compute_signals(
@@ -75,6 +79,8 @@ def compute_signals(
         rate_span=span,
         flow_rate=_flow_rate(list(itertools.islice(history, base_index, None)), age, window),
         paused=latest.paused,
+        slots=latest.slots,
+        readings=latest.readings,
     )
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from scaler.metadata_reader import KEDA_KEYS, VALUE_KEYS
+from scaler.metadata_reader import KEDA_KEYS, value_keys
 
 #: a password every generated URL with credentials carries: no message may show it
 SECRET = "s3cr3t-Pa55word"
 
-_KEYS = sorted(VALUE_KEYS | KEDA_KEYS | {key + "FromEnv" for key in VALUE_KEYS})
+_KEYS = sorted(value_keys() | KEDA_KEYS | {key + "FromEnv" for key in value_keys()})
 _TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
 _DURATIONS = st.sampled_from(
     ["1", "0", "-1", "500ms", "90s", "5m", "1h", "1000000h", "1e309", "nan", "inf", "s", "10 m"]

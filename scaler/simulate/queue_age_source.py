@@ -40,6 +40,7 @@ class QueueAgeSource:
                 f"simulated; use one of {', '.join(simulated)}"
             )
         self.spec = spec
+        self.concurrency = scenario.workers.concurrency
         broker = MemoryBroker()
         self.queue = broker.queue(source.queue)
         self.adapter = broker.open(source)
@@ -80,7 +81,8 @@ class QueueAgeSource:
         queue.requeue(MemoryJob(b"%d" % job, times[job]) for job in obs.requeued)
         self._requeued, self._head = len(obs.requeued), obs.queue_head
         queue.in_flight = obs.in_flight
-        queue.consumers = obs.ready + obs.draining
+        queue.consumers, queue.draining = obs.ready + obs.draining, obs.draining
+        queue.concurrency = self.concurrency
         queue.completions_total = obs.completions_total
 
     def read(self, obs: Observation) -> tuple[float | None, bool | None]:

@@ -32,6 +32,7 @@ from brokers.connections import Connections
 from brokers.registry import open_adapter
 from scaler.errors import UNREACHABLE, BrokerUnavailable, QueueMisconfigured
 from scaler.spec import parse_metadata
+from tests.integration.clients import until
 from tests.integration.conftest import RedisProcess
 from tests.integration.steady import Steady, assert_counts_match, sample_steady_traffic
 
@@ -204,7 +205,8 @@ async def test_rq_completions_from_the_workers_counters_when_the_queue_empties(
     sync_redis: redis.Redis, janitor: Janitor, open_queue: OpenQueue
 ) -> None:
     """Every job comes and goes between two samples: the list marker sees none of it, RQ's
-    workers count each one, and a worker that stopped is read once more from its hash."""
+    workers count each one, and a worker that stopped is read once more from its hash: exact
+    arrivals and completions."""
     queue = rq_queue(sync_redis, janitor)
     worker = rq.SimpleWorker([queue], connection=sync_redis, name=f"w-{janitor.token}")
     janitor.members.append(("rq:workers", worker.key))
@@ -221,9 +223,11 @@ async def test_rq_completions_from_the_workers_counters_when_the_queue_empties(
         worker.perform_job(job, job_queue, worker.prepare_execution(job))
     worker.register_death()  # type: ignore[no-untyped-call]  # leaves the workers' sets
     after = await adapter.sample()
-    assert after.depth == 0 and after.counts_source == "list-marker, rq-worker-counters"
+    assert after.depth == 0 and after.counts_source == "rq-worker-counters"
     assert after.completions_total - before.completions_total == 6  # type: ignore[operator]
-    assert not after.counts_exact  # the marker's arrivals are a lower bound: one flag for both
+    # arrivals: the jobs dequeued (ended, and none in flight) plus the change in depth (0)
+    assert after.arrivals_total - before.arrivals_total == 6  # type: ignore[operator]
+    assert after.counts_exact  # where the list marker saw nothing at all
 
 
 async def test_rq_without_registered_workers_counts_by_the_list_marker(
@@ -333,8 +337,10 @@ async def test_dramatiq_oldest_message_at_the_head(
     layout = {} if namespace == "dramatiq" else {"keyPrefix": namespace}
     snapshot = await open_queue("dramatiq", queue, **layout).sample()
     assert snapshot.depth == 3
-    assert snapshot.in_flight == 0  # the producer's broker beats; no worker holds a message
-    assert snapshot.consumers is None
+    # the producer's broker beats, but holds no message: no worker; a first sample cannot tell
+    # whether a consumer has yet to poll
+    assert (snapshot.in_flight, snapshot.consumers) == (0, 0)
+    assert snapshot.readings.consumers.precision is Precision.LOWER_BOUND
     assert_age(snapshot, AGES[0], "payload:message_timestamp")
 
 
@@ -372,6 +378,66 @@ async def test_dramatiq_messages_a_real_worker_holds_are_in_flight(
     assert snapshot.in_flight is not None and snapshot.depth is not None
     assert snapshot.in_flight >= 2 and snapshot.depth + snapshot.in_flight == 6
     assert held == snapshot.in_flight
+
+
+async def test_dramatiq_worker_processes_from_the_heartbeats_and_ack_sets(
+    dramatiq_broker: Callable[[str], RedisBroker],
+    r: aioredis.Redis,
+    janitor: Janitor,
+    open_queue: OpenQueue,
+) -> None:
+    """Two worker processes (a broker each, as each ``dramatiq`` process has) and a producer:
+    once messages have waited for a poll interval both hold some, and count, exactly; once the
+    queue is empty they still count while they beat, as a lower bound (a consumer that never
+    held a message is not seen)."""
+    namespace = f"ns-{janitor.token}"
+    queue, release = janitor.name(), threading.Event()
+
+    def hold(n: int) -> None:
+        release.wait(30)
+
+    producer = dramatiq_broker(namespace)
+    actor = dramatiq.actor(broker=producer, actor_name=f"hold_{janitor.token}", queue_name=queue)
+    sender = actor(hold)
+    for n in range(6):
+        sender.send(n)
+    workers = []
+    for _ in range(2):
+        broker = dramatiq_broker(namespace)
+        dramatiq.actor(broker=broker, actor_name=f"hold_{janitor.token}", queue_name=queue)(hold)
+        workers.append(dramatiq.Worker(broker, worker_threads=1, worker_timeout=100))
+    adapter = open_queue("dramatiq", queue, keyPrefix=namespace)
+    for worker in workers:
+        worker.start()
+    try:
+
+        async def both_hold() -> bool:
+            snapshot = await adapter.sample()
+            return snapshot.in_flight == 4  # each prefetches two (twice its one thread)
+
+        await until(both_hold)
+        first = await adapter.sample()
+        await asyncio.sleep(1.1)  # jobs have waited for a poll interval: every consumer is seen
+        busy = await adapter.sample()
+        assert (busy.depth, busy.in_flight, busy.consumers, busy.slots) == (2, 4, 2, None)
+        assert busy.readings.consumers.precision is Precision.EXACT
+        assert first.consumers == 2 or first.readings.consumers.precision is not Precision.EXACT
+        release.set()
+
+        async def drained() -> bool:
+            snapshot = await adapter.sample()
+            return (snapshot.depth, snapshot.in_flight) == (0, 0)
+
+        await until(drained)
+        idle = await adapter.sample()
+        assert idle.consumers == 2 and idle.readings.consumers.precision is Precision.LOWER_BOUND
+        fresh = await open_queue("dramatiq", queue, keyPrefix=namespace).sample()
+        assert fresh.consumers == 0  # has seen no worker hold a message: nothing to go on
+        assert fresh.readings.consumers.precision is Precision.LOWER_BOUND
+    finally:
+        release.set()
+        for worker in workers:
+            worker.stop()
 
 
 async def test_dramatiq_message_not_json(

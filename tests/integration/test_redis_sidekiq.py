@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis.asyncio as aioredis
 
-from brokers.base import Precision, QueueSnapshot
+from brokers.base import Precision, QueueSnapshot, Reading
 from brokers.connections import Connections
 from brokers.redis_registry import REGISTRY_REFUSED
 from brokers.registry import open_adapter
@@ -86,18 +86,51 @@ async def test_a_real_process_runs_jobs_and_serves_the_queue(
     await until(all_busy_beat)
     busy = await sample(own_redis.url)
     assert busy.consumers == 1  # the process, a replica; its 3 threads are its job slots
+    assert busy.slots == 3
     assert busy.in_flight is not None and busy.depth is not None
     # three threads hold jobs of mail and other; none is lost or counted twice
     other = await sample(own_redis.url, "other")
     assert other.in_flight is not None and other.depth is not None
     assert busy.in_flight + other.in_flight == 3
     assert busy.depth + busy.in_flight == 5 and other.depth + other.in_flight == 1
-    assert other.consumers == 1
+    assert (other.consumers, other.slots) == (1, 3)
 
     worker.signal(signal.SIGTSTP)  # quiet: takes no more jobs, finishes what it holds
     await until(lambda: beat_shows(r, worker, "quiet", "true"))
     quiet = await sample(own_redis.url)
-    assert quiet.consumers == 0 and quiet.in_flight == busy.in_flight
+    assert (quiet.consumers, quiet.slots) == (0, 0) and quiet.in_flight == busy.in_flight
+    await r.aclose()
+
+
+async def test_processes_threads_and_jobs_of_real_processes_against_the_truth(
+    own_redis: RedisProcess, processes: Callable[..., SidekiqProcess]
+) -> None:
+    """Two real processes serve the queue (2 and 3 threads), holding 5 of its 8 jobs: the
+    processes, their threads and the jobs in flight, as of their heartbeats, with the age of
+    the oldest heartbeat; once every job is done, nothing runs."""
+    r = aioredis.Redis.from_url(own_redis.url)
+    sidekiq_push(own_redis.url, QUEUE, plain=8)
+    first, second = processes([QUEUE], concurrency=2), processes([QUEUE, "other"], concurrency=3)
+    await until(lambda: beat_shows(r, first, "busy", "2"))
+    await until(lambda: beat_shows(r, second, "busy", "3"))
+    busy = await sample(own_redis.url)
+    beats = [float(await r.hget(i, "beat") or 0) for i in await r.smembers("processes")]
+    assert (busy.depth, busy.in_flight, busy.consumers, busy.slots) == (3, 5, 2, 5)
+    readings = busy.readings
+    assert readings.in_flight.source == "sidekiq-work"
+    assert readings.in_flight.precision is Precision.ESTIMATE
+    assert readings.in_flight.age == pytest.approx(busy.observed_at - min(beats), abs=0.01)
+    assert 0 <= readings.in_flight.age < 10  # one heartbeat every 5 s, on a loaded machine
+    assert readings.slots.precision is Precision.EXACT
+
+    await r.set(f"{QUEUE}:release", 1)  # every job ends at once, the last three right after
+
+    async def all_done() -> bool:
+        snapshot = await sample(own_redis.url)
+        return (snapshot.depth, snapshot.in_flight) == (0, 0)
+
+    await until(all_done)
+    assert (await sample(own_redis.url)).slots == 5
     await r.aclose()
 
 
@@ -165,6 +198,22 @@ async def test_the_registry_as_sidekiq_7_and_8_write_it(
     await register("c:3:z", [QUEUE], 4, beat=now - 61)  # gone
     await register("d:4:w", ["bulk"], 2)
     await running("c:3:z", QUEUE)
+    # two capsules: 7.1 to 8.0.8 record their queues (``weights``) but one total of threads;
+    # 8.0.9+ each capsule's threads
+    weights = [{QUEUE: 0}, {"bulk": 0}]
+    two: dict[str, object] = {"identity": "e:5:v", "queues": [QUEUE, "bulk"]}
+    if version == 7:
+        two |= {"concurrency": 6, "weights": weights}
+    else:
+        two |= {
+            "capsules": {
+                "default": {"concurrency": 2, "mode": "strict", "weights": weights[0]},
+                "bulk": {"concurrency": 4, "mode": "strict", "weights": weights[1]},
+            }
+        }
+    await r.sadd(f"{prefix}:processes", "e:5:v")
+    two_hash = {"info": json.dumps(two), "busy": 0, "beat": now - 2, "quiet": "false"}
+    await r.hset(f"{prefix}:e:5:v", mapping=two_hash | {"concurrency": 6})  # type: ignore[arg-type]
     metadata = {"url": redis_url, "queue": QUEUE, "format": "sidekiq", "workerThroughput": "1"}
     connections = Connections()
     adapter = open_adapter(parse_metadata(metadata | {"keyPrefix": prefix}).source, connections)
@@ -173,8 +222,18 @@ async def test_the_registry_as_sidekiq_7_and_8_write_it(
     finally:
         await adapter.aclose()
         await connections.aclose()
-    assert snapshot.consumers == 1  # a (its default capsule, in 8); b is quiet, c gone, d elsewhere
+    # a (its default capsule, in 8) and e; b is quiet, c gone, d elsewhere
+    assert snapshot.consumers == 2
     assert snapshot.in_flight == 3  # a's two and the one quiet b still runs
+    readings = snapshot.readings
+    if version == 7:  # e's 6 threads may serve bulk only: their share of the queue is not known
+        assert (snapshot.slots, readings.slots.precision) == (5 + 6, Precision.ESTIMATE)
+    else:
+        assert (snapshot.slots, readings.slots.precision) == (5 + 2, Precision.EXACT)
+    assert readings.consumers == Reading(Precision.EXACT, "sidekiq-processes", readings.slots.age)
+    # as of the heartbeats: the oldest of those counted is e's, 2 s before
+    assert readings.in_flight.precision is Precision.ESTIMATE
+    assert readings.in_flight.age == pytest.approx(snapshot.observed_at - (now - 2), abs=1e-3)
 
 
 async def test_a_user_who_may_not_read_the_registry_still_reads_the_queue(

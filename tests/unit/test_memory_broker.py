@@ -39,8 +39,15 @@ def test_each_format_shows_what_it_reports() -> None:
     queue = broker.queue("orders")
     queue.take(1)
     queue.consumers = 4
-    dramatiq = broker.open(source("dramatiq")).read(200.0)  # in flight, but no workers
-    assert (dramatiq.depth, dramatiq.in_flight, dramatiq.consumers) == (2, 1, None)
+    celery = broker.open(source("celery")).read(200.0)  # in flight, but no workers
+    assert (celery.depth, celery.in_flight, celery.consumers) == (2, 1, None)
+    dramatiq = broker.open(source("dramatiq")).read(200.0)  # workers, but not their threads
+    assert (dramatiq.depth, dramatiq.in_flight, dramatiq.consumers, dramatiq.slots) == (
+        2,
+        1,
+        4,
+        None,
+    )
     assert (dramatiq.oldest_enqueued_at, dramatiq.oldest_precision) == (101.0, Precision.EXACT)
     assert dramatiq.oldest_source == "payload"
     timeless = broker.open(source("list")).read(200.0)  # a plain list shows neither
@@ -80,6 +87,48 @@ def test_a_list_counts_arrivals_and_takes_by_its_marker(fmt: str) -> None:
     second = adapter.read(2.0)
     assert (second.depth, second.arrivals_total, second.completions_total) == (13, 7, 4)
     assert second.counts_exact and second.counts_source == "list-marker"
+
+
+def test_rq_counts_exactly_from_its_workers_and_by_the_marker_without_them() -> None:
+    """Where RQ workers are registered their counters give exact counts, however often the list
+    empties; with none, now or at the previous sample, the list marker's counts stand."""
+    broker = MemoryBroker()
+    adapter = broker.open(source("rq"))
+    queue = broker.queue("orders")
+    queue.consumers = 2
+    adapter.read(1.0)
+    for n in range(6):  # all come and go between two samples
+        queue.push(f"job-{n}".encode(), 1.5)
+    queue.take(6)
+    queue.finish(4)
+    counted = adapter.read(2.0)
+    assert (counted.depth, counted.arrivals_total, counted.completions_total) == (0, 6, 4)
+    assert counted.counts_exact and counted.counts_source == "rq-worker-counters"
+    queue.consumers = 0
+    queue.finish(2)
+    adapter.read(3.0)  # the workers stopped since the previous sample: their counts still read
+    queue.push(b"job-6", 3.5)
+    marked = adapter.read(4.0)  # none since: the marker's (the list was empty: a lower bound)
+    assert (marked.arrivals_total, marked.completions_total) == (7, 6)
+    assert not marked.counts_exact and marked.counts_source == "list-marker"
+
+
+def test_sidekiq_shows_processes_threads_and_in_flight_as_of_the_last_heartbeat() -> None:
+    broker = MemoryBroker()
+    adapter = broker.open(source("sidekiq"))
+    fill(broker, 5)
+    queue = broker.queue("orders")
+    queue.consumers, queue.draining, queue.concurrency = 3, 1, 10
+    queue.take(2)
+    beat = adapter.read(10.0)
+    # the draining process is quiet: it serves no more, but its jobs still count in flight
+    assert (beat.consumers, beat.slots, beat.in_flight) == (2, 20, 2)
+    queue.take(2)
+    stale = adapter.read(14.0)  # no heartbeat since: in flight as of the last one
+    assert stale.in_flight == 2
+    assert stale.readings.in_flight.precision is Precision.ESTIMATE
+    assert stale.readings.in_flight.age == 4.0
+    assert adapter.read(15.0).in_flight == 4  # the next heartbeat, 5 s on
 
 
 def test_a_marker_beyond_maxlen_leaves_a_lower_bound_as_lpos_does() -> None:

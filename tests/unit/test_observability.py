@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from brokers.base import Precision, QueueSnapshot, QueueSource
+from brokers.base import Precision, QueueSnapshot, QueueSource, Reading, WorkerReadings
 from brokers.formats import End
 from brokers.redis_options import ListLayout
 from scaler.arrival_history import ArrivalHistory
@@ -205,6 +205,34 @@ def test_forgetting_the_queue_drops_the_age_gauge() -> None:
     assert shown == 3.0  # the first job came by t=1, the history's start
     metrics.forget_queue(RESQUE)  # the sampler stopped
     assert metrics.registry.get_sample_value(AGE, AGE_LABELS) is None
+
+
+def test_the_workers_figures_with_their_precision_source_and_age() -> None:
+    """A Sidekiq-like sample: in flight as of a heartbeat 3 s old (an estimate), processes and
+    threads exact; then one whose workers are unknown; then the queue is forgotten."""
+    metrics = Metrics()
+    readings = WorkerReadings(
+        Reading(Precision.ESTIMATE, "sidekiq-work", 3.0),
+        Reading(Precision.EXACT, "sidekiq-processes", 3.0),
+        Reading(Precision.EXACT, "sidekiq-concurrency", 3.0),
+    )
+    busy = QueueSnapshot(
+        observed_at=1.0, depth=4, in_flight=7, consumers=2, slots=20, readings=readings
+    )
+    metrics.record_sample(RESQUE, busy, 0.001)
+    value = metrics.registry.get_sample_value
+    figure = f"{PREFIX}_queue_figure_precision"
+    assert value(f"{PREFIX}_queue_slots", AGE_LABELS) == 20
+    estimate = AGE_LABELS | {"figure": "in_flight", "precision": "estimate"}
+    assert value(figure, estimate | {"source": "sidekiq-work"}) == 1
+    assert value(f"{PREFIX}_queue_figure_age_seconds", AGE_LABELS | {"figure": "in_flight"}) == 3
+    metrics.record_sample(RESQUE, QueueSnapshot(observed_at=2.0, depth=4), 0.001)
+    assert value(figure, estimate | {"source": "sidekiq-work"}) is None  # replaced, not kept
+    unknown = AGE_LABELS | {"figure": "slots", "precision": "unknown", "source": ""}
+    assert value(figure, unknown) == 1
+    assert math.isnan(value(f"{PREFIX}_queue_slots", AGE_LABELS) or 0.0)
+    metrics.forget_queue(RESQUE)
+    assert value(figure, unknown) is None
 
 
 def test_the_utilisation_gauge_and_forgetting_the_trigger() -> None:

@@ -45,6 +45,7 @@ def signals_of(
     rate_precision: Precision = Precision.EXACT,
     flow: float | None = None,
     paused: bool | None = None,
+    slots: int | None = None,
 ) -> QueueSignals:
     """Signals as compute_signals would give them; time to drain follows from depth and rates."""
     if depth == 0:
@@ -69,6 +70,7 @@ def signals_of(
         rate_span=60.0,
         flow_rate=flow,
         paused=paused,
+        slots=slots,
     )
 
 
@@ -291,6 +293,23 @@ def test_jobs_in_flight_with_worker_concurrency() -> None:
     spec = spec_of(workerThroughput="10", workerConcurrency="4")
     decision, _ = run(spec, signals_of(depth=1, in_flight=20, arrivals=0.0, completions=0.0))
     assert decision.desired_workers == 5
+
+
+def test_busy_workers_from_the_threads_the_library_records() -> None:
+    """Sidekiq records each process's threads: 3 processes with 30 slots in all run 10 each, so
+    the 25 jobs in flight keep 2.5 processes busy, whatever workerConcurrency says; the
+    utilisation is over those 30 slots."""
+    spec = spec_of(workerThroughput="10", workerConcurrency="4")
+    signals = signals_of(
+        depth=1, in_flight=25, consumers=3, slots=30, arrivals=0.0, completions=0.0
+    )
+    decision, _ = run(spec, signals)
+    assert decision.needed == pytest.approx(2.5)
+    assert decision.desired_workers == 3
+    assert decision.utilisation == pytest.approx(25 / 30)
+    # without workerConcurrency the library's threads still count the busy processes
+    decision, _ = run(spec_of(workerThroughput="10"), signals)
+    assert decision.needed == pytest.approx(2.5)
 
 
 def test_decide_is_pure() -> None:

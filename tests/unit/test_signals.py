@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from brokers.base import Precision, QueueSnapshot
+from brokers.base import Precision, QueueSnapshot, Reading, WorkerReadings
 from scaler.arrival_history import ArrivalHistory
 from scaler.signals import Figure, QueueSignals, compute_signals
 
@@ -461,3 +461,39 @@ def test_flow_rate_checks_every_snapshot_up_to_the_last_counted_one() -> None:
     assert compute_signals(_with_oldest(history, 30.0), 60.0).flow_rate == pytest.approx(5.0)
     history[29] = replace(history[29], counts_exact=False)
     assert compute_signals(_with_oldest(history, 30.0), 60.0).flow_rate is None
+
+
+def test_the_workers_figures_reach_probe_with_their_precision_source_and_age() -> None:
+    """The snapshot's slots and readings go through the signals to probe's report; a figure
+    the format does not show is unknown there, with no source."""
+    from scaler.policy import PolicyState, decide
+    from scaler.probe import report
+    from scaler.spec import parse_metadata
+
+    # a Sidekiq 7 process of several capsules: its threads an estimate; its processes read as
+    # every format's by default, exact
+    stale, shared = Reading(Precision.ESTIMATE, "sidekiq-work", 2.5), Reading(Precision.ESTIMATE)
+    readings = WorkerReadings(in_flight=stale, slots=shared)
+    snapshot = QueueSnapshot(
+        observed_at=10.0, depth=3, in_flight=12, consumers=2, slots=16, readings=readings
+    )
+    signals = compute_signals((snapshot,), 60.0)
+    assert (signals.slots, signals.readings) == (16, readings)
+    spec = parse_metadata(
+        {"url": "redis://localhost", "queue": "q", "format": "sidekiq", "workerThroughput": "1"}
+    )
+    decision, _ = decide(signals, spec, 10.0, PolicyState())
+    shown = report(spec, signals, decision, 1)
+    assert (shown["in_flight"], shown["consumers"], shown["slots"]) == (12, 2, 16)
+    assert shown["in_flight_precision"] == "estimate"
+    assert shown["in_flight_source"] == "sidekiq-work"
+    assert shown["in_flight_age_seconds"] == 2.5
+    assert (shown["slots_precision"], shown["consumers_precision"]) == ("estimate", "exact")
+    assert shown["utilisation"] == 0.75  # 12 jobs in 16 threads
+    bare = compute_signals((QueueSnapshot(observed_at=10.0, depth=3),), 60.0)
+    shown = report(spec, bare, decide(bare, spec, 10.0, PolicyState())[0], 1)
+    assert (shown["slots"], shown["slots_precision"], shown["slots_source"]) == (
+        None,
+        "unknown",
+        None,
+    )
