@@ -52,9 +52,9 @@ BACKOFF_CAP = 30.0
 _MAX_DOUBLINGS = 32
 
 
-#: the slow bound on a queue's interval while nobody needs it fast (serve's default); KEDA's
-#: built-in scalers read the queue once per HPA fetch, every 15 s by default
-SLOW_INTERVAL = 15.0
+#: the slow bound on a queue's interval while nobody needs it fast (serve's default): KEDA's
+#: default pollingInterval, so an idle queue is read about as often as KEDA asks about it
+SLOW_INTERVAL = 30.0
 #: a queue that is not urgent has its interval multiplied by this after each sample
 RELAX_FACTOR = 2.0
 #: an oldest age at least this share of the target is "near the target"

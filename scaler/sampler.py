@@ -86,7 +86,8 @@ class BrokerPacer:
         self.budget = budget
         self._traffic = traffic
         self._samplers: list[Sampler] = []
-        self._floors: dict[int, float] = {}
+        #: per sampler (by id) stretched by the budget: its floor, and its urgency then
+        self._floors: dict[int, tuple[float, Urgency]] = {}
         self._paced_at = -math.inf
         self._samples = 0
         self._measured_from = (traffic.commands, 0)
@@ -104,11 +105,14 @@ class BrokerPacer:
     def sampled(self) -> None:
         self._samples += 1
 
-    def floor(self, sampler: Sampler, now: float) -> float:
-        """The shortest interval the budget allows ``sampler`` now."""
+    def floor(self, sampler: Sampler, now: float, level: Urgency) -> float:
+        """The shortest interval the budget allows ``sampler`` now, at urgency ``level``."""
         if now - self._paced_at >= PACE_EVERY:
             self._pace(now)
-        return self._floors.get(id(sampler), 0.0)
+        floor = self._floors.get(id(sampler))
+        if floor is None or level > floor[1]:
+            return 0.0
+        return floor[0]
 
     def _pace(self, now: float) -> None:
         self._paced_at = now
@@ -120,7 +124,13 @@ class BrokerPacer:
         samplers = list(self._samplers)
         wanted = [s.wanted(now) for s in samplers]
         intervals = allocate(wanted, self.budget / self.commands_per_sample)
-        self._floors = {id(s): x for s, x in zip(samplers, intervals, strict=True)}
+        # only the queues the budget stretched get a floor, kept while they are no more urgent
+        # than they were (one that becomes urgent before the next pacing is not held back)
+        self._floors = {
+            id(s): (x, w.urgency)
+            for s, w, x in zip(samplers, wanted, intervals, strict=True)
+            if x > w.interval
+        }
 
 
 class Sampler:
@@ -306,7 +316,7 @@ class Sampler:
     def _actual(self, now: float) -> float:
         interval = self._unpaced(now)
         if self._pacer is not None:
-            interval = max(interval, self._pacer.floor(self, now))
+            interval = max(interval, self._pacer.floor(self, now, self._urgency_now(now)))
         return interval
 
     # -- the loop --------------------------------------------------------------------------
