@@ -265,6 +265,16 @@ def _parser() -> argparse.ArgumentParser:
         "(default: no budget)",
     )
     serve_cmd.add_argument(
+        "--history-checkpoint",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write the queues' arrival histories to DIR/<host name>.json every 15s and at "
+        "shutdown, and resume a queue's from the newest file there: on an emptyDir a restarted "
+        "container, on a shared volume a replica taking over, estimates ages at once "
+        "(docs/operating.md, Restarts and failover)",
+    )
+    serve_cmd.add_argument(
         "--health-port",
         type=int,
         help="also serve grpc.health.v1 alone in plain text on this port, for kubelet's gRPC "
@@ -404,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
             max_connections_per_broker=args.max_connections_per_broker,
             slow_sample_interval=args.slow_sample_interval,
             broker_command_budget=args.broker_command_budget,
+            history_checkpoint=args.history_checkpoint,
         )
         try:
             asyncio.run(serve(config))

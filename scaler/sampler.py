@@ -32,6 +32,7 @@ from scaler.errors import (
     Unavailable,
 )
 from scaler.failure_log import REPORT_EVERY, FailureLog
+from scaler.history_checkpoint import WRITE_EVERY, Checkpoints, Entry, entry_of, source_key
 from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.sample_history import SampleHistory
@@ -149,8 +150,10 @@ class Sampler:
         report_every: float = REPORT_EVERY,
         slow_interval: float | None = None,
         pacer: BrokerPacer | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.source = source
+        self._checkpoints = checkpoints
         #: the slow bound (None: always the fast interval)
         self.slow_interval = slow_interval
         self._pacer = pacer
@@ -403,8 +406,30 @@ class Sampler:
         self._changed.set()
         self._changed = asyncio.Event()
 
+    def checkpoint(self, now: float) -> Entry | None:
+        """This queue's arrival history for a checkpoint (None before two samples)."""
+        if self._previous is None:
+            return None
+        return entry_of(self.arrivals, self._previous.counts_source, now)
+
+    def _resume(self, first: QueueSnapshot) -> None:
+        """Put the checkpointed history of the queue, if any, before the first sample's."""
+        if self._checkpoints is None:
+            return
+        entry = self._checkpoints.lookup(source_key(self.source), time.time())
+        points = entry.shifted(first) if entry is not None else None
+        if entry is not None and points:
+            self.arrivals.restore(points)
+            log.info(
+                "resumed the arrival history of %s from a checkpoint written %.0fs ago",
+                self.source.describe(),
+                time.time() - entry.written_at,
+            )
+
     def _succeeded(self, snapshot: QueueSnapshot, seconds: float) -> None:
         self._history.append(snapshot, window=self.window, interval=self.interval)
+        if self._previous is None:
+            self._resume(snapshot)
         self._last_success = now = time.monotonic()
         self.last_error = None
         self.failures = 0
@@ -461,10 +486,12 @@ class SamplerRegistry:
         connections: Connections | None = None,
         slow_interval: float | None = None,
         broker_budget: float | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         """``slow_interval``: the slow bound of every queue's interval (None: queues are read at
         their fast interval always); ``broker_budget``: commands per second per broker URL
-        (None: no budget)."""
+        (None: no budget); ``checkpoints``: where the arrival histories are checkpointed and
+        resumed from (None: nowhere)."""
         if max_history < 2:
             raise ValueError(f"max_history must be at least 2 snapshots, not {max_history}")
         self._open_adapter = open_adapter
@@ -485,6 +512,8 @@ class SamplerRegistry:
         self.broker_budget = broker_budget
         #: per broker URL, with a budget
         self._pacers: dict[str, BrokerPacer] = {}
+        self.checkpoints = checkpoints
+        self._writer: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:
         return len(self._samplers)
@@ -508,11 +537,14 @@ class SamplerRegistry:
                 report_every=self._report_every,
                 slow_interval=self.slow_interval,
                 pacer=pacer,
+                checkpoints=self.checkpoints,
             )
             self._samplers[spec.source] = sampler
             self._per_broker[spec.source.url] += 1
             if pacer is not None:
                 pacer.join(sampler)
+            if self.checkpoints is not None and self._writer is None:
+                self._writer = asyncio.create_task(self._write_checkpoints(), name="checkpoints")
             sampler.start(self._forget)
             log.info("started sampling %s every %gs", spec.source.describe(), spec.sample_interval)
         sampler.ask(spec.sample_interval, spec.rate_window, spec.target_age)
@@ -555,9 +587,30 @@ class SamplerRegistry:
                 del self._per_broker[url]
                 self._pacers.pop(url, None)
 
+    def checkpoint_entries(self) -> dict[str, Entry]:
+        now = time.time()
+        entries = {source_key(s.source): s.checkpoint(now) for s in self._samplers.values()}
+        return {key: entry for key, entry in entries.items() if entry is not None}
+
+    async def write_checkpoint(self) -> None:
+        """Write this server's checkpoint now (off the event loop: it may be megabytes)."""
+        if self.checkpoints is not None:
+            await asyncio.to_thread(self.checkpoints.write, self.checkpoint_entries())
+
+    async def _write_checkpoints(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(WRITE_EVERY)
+            await self.write_checkpoint()
+
     async def aclose(self, timeout: float = 5.0) -> None:
-        """Stop every sampler, within about ``timeout`` seconds in all."""
+        """Stop every sampler, within about ``timeout`` seconds in all (the checkpoint, if
+        any, written first)."""
         self._closed = True
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                async with asyncio.timeout(timeout / 2):
+                    await self.write_checkpoint()
         samplers = list(self._samplers.values())
         ended = await asyncio.gather(*(s.aclose(timeout) for s in samplers))
         if self._owns_connections:

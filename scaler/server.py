@@ -12,6 +12,7 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
@@ -32,6 +33,7 @@ from scaler.ceilings.registry import REFRESH_INTERVAL, ProbeRegistry
 from scaler.errors import CannotListen
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.history_checkpoint import Checkpoints
 from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.process_memory import freeze_startup_objects, release_free_memory_every
@@ -98,6 +100,9 @@ class ServerConfig:
     #: commands per second per broker URL the samplers keep to (serve --broker-command-budget;
     #: None: no budget)
     broker_command_budget: float | None = None
+    #: where the arrival histories are checkpointed and resumed from (serve
+    #: --history-checkpoint; None: nowhere)
+    history_checkpoint: Path | None = None
 
 
 @dataclass
@@ -133,6 +138,9 @@ async def running_server(
         connections=connections,
         slow_interval=config.slow_sample_interval,
         broker_budget=config.broker_command_budget,
+        checkpoints=None
+        if config.history_checkpoint is None
+        else Checkpoints(config.history_checkpoint),
     )
     metrics.watch_traffic(connections.traffic_by_broker)
     probes = ProbeRegistry(metrics, interval=config.probe_interval, idle_after=config.idle_after)
