@@ -81,8 +81,8 @@ async def test_a_restarted_scaler_resumes_the_history_and_estimates_at_once(tmp_
     assert value is not None and precision is Precision.ESTIMATE
     assert truth >= 2.4
     assert abs(value - truth) <= 0.3, resumed  # within a few sample intervals
-    value, precision, truth = fresh
-    assert value is not None and precision is Precision.LOWER_BOUND  # the history starts at the restart
+    value, precision, truth = fresh  # the history starts at the restart
+    assert value is not None and precision is Precision.LOWER_BOUND
     assert value < 0.5 < truth
 
 
