@@ -4,8 +4,9 @@
 
 For each queue count, a private redis-server holds that many Sidekiq queues: a share of them
 *hot* (a backlog whose oldest job is 40 s old, against a 60 s ``targetAge``: near the target),
-a share *changing* (a producer pushes a job onto each every few seconds and a consumer takes it
-soon after), the rest *idle* (empty). The scaler's own samplers (``SamplerRegistry``, the real
+a share *busy* (a producer pushes a job onto each every few seconds and a consumer takes it a
+second later: kept up with, so steady by the schedule's rules, unless a sample catches the job),
+the rest *idle* (empty). The scaler's own samplers (``SamplerRegistry``, the real
 Sidekiq adapter, one server's connections) sample them, in each mode:
 
 - ``fixed-unbatched``: every queue at its ``sampleInterval`` (1 s), each round trip on its own
@@ -53,7 +54,7 @@ from scaler.spec import parse_metadata
 #: KEDA's built-in Redis scaler per ScaledObject at its default polling, commands per second
 KEDA_BUILT_IN_PER_QUEUE = 3 * (1 / 30 + 1 / 15)
 MODES = ("fixed-unbatched", "fixed", "adaptive", "budget")
-KINDS = ("hot", "changing", "idle")
+KINDS = ("hot", "busy", "idle")
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,11 @@ class Result:
     rss_mb: float
 
 
-def kind_of(index: int, hot: float, changing: float, count: int) -> str:
+def kind_of(index: int, hot: float, busy: float, count: int) -> str:
     if index < hot * count:
         return "hot"
-    if index < (hot + changing) * count:
-        return "changing"
+    if index < (hot + busy) * count:
+        return "busy"
     return "idle"
 
 
@@ -93,7 +94,7 @@ async def lay_out(client: aioredis.Redis, prefix: str, kinds: Sequence[str]) -> 
 
 
 async def churn(client: aioredis.Redis, names: Sequence[str], stop: asyncio.Event) -> None:
-    """Every few seconds a job on each changing queue, taken about a second later."""
+    """Every few seconds a job on each busy queue, taken about a second later."""
     rng = random.Random(7)
     while not stop.is_set():
         picked = rng.sample(list(names), k=max(1, len(names) // 4)) if names else []
@@ -150,12 +151,12 @@ def percentile(values: Sequence[float], share: float) -> float:
 
 
 async def run(
-    count: int, mode: str, seconds: float, warm_up: float, hot: float, changing: float
+    count: int, mode: str, seconds: float, warm_up: float, hot: float, busy: float
 ) -> Result:
     async with private_redis() as url:
         client = aioredis.Redis.from_url(url)
         prefix = f"qas-cost-{uuid.uuid4().hex[:6]}"
-        kinds = [kind_of(i, hot, changing, count) for i in range(count)]
+        kinds = [kind_of(i, hot, busy, count) for i in range(count)]
         names = await lay_out(client, prefix, kinds)
         metrics = Metrics()
         connections = Connections(batch=mode != "fixed-unbatched")
@@ -173,8 +174,8 @@ async def run(
             spec = parse_metadata(metadata | {"targetAge": "60s"})
             by_kind[kind].append(samplers.get(spec))
         stop = asyncio.Event()
-        changing_names = [n for n, k in zip(names, kinds, strict=True) if k == "changing"]
-        producer = asyncio.create_task(churn(client, changing_names, stop))
+        busy_names = [n for n, k in zip(names, kinds, strict=True) if k == "busy"]
+        producer = asyncio.create_task(churn(client, busy_names, stop))
         progress(f"{count} queues, {mode}: warming up {warm_up:g}s")
         await asyncio.sleep(warm_up)
         ages: dict[str, list[float]] = {kind: [] for kind in KINDS}
@@ -216,7 +217,7 @@ def render(results: Sequence[Result]) -> str:
     head = (
         "| queues | mode | samples/s | Redis commands/s | x KEDA built-in | commands/queue/s "
         "| round trips/s | round trips/queue/s | Redis CPU | scaler CPU | errors "
-        "| age p50/p99 hot | changing | idle |"
+        "| age p50/p99 hot | busy | idle |"
     )
     lines = [head, "|" + "---|" * 14]
     for r in results:
@@ -238,7 +239,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--warm-up", type=float, default=35.0)
     parser.add_argument("--hot", type=float, default=0.02, help="share of hot queues")
-    parser.add_argument("--changing", type=float, default=0.03, help="share of changing queues")
+    parser.add_argument("--busy", type=float, default=0.03, help="share of busy queues")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     counts = [int(n) for n in args.queues.split(",")]
@@ -247,7 +248,7 @@ def main() -> None:
     for count in counts:
         for mode in modes:
             results.append(
-                asyncio.run(run(count, mode, args.seconds, args.warm_up, args.hot, args.changing))
+                asyncio.run(run(count, mode, args.seconds, args.warm_up, args.hot, args.busy))
             )
             progress(render(results[-1:]).splitlines()[-1])
     if args.json:
