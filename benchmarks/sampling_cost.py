@@ -46,6 +46,7 @@ from benchmarks.processes import progress
 from benchmarks.sidekiq_redis import private_redis, read_redis, sidekiq_job
 from brokers.connections import Connections
 from brokers.registry import open_adapter
+from scaler.limits import MAX_QUEUES_PER_BROKER, Limits
 from scaler.metrics import Metrics
 from scaler.sample_schedule import SLOW_INTERVAL
 from scaler.sampler import Sampler, SamplerRegistry
@@ -167,6 +168,8 @@ async def run(
             connections=connections,
             slow_interval=SLOW_INTERVAL if adaptive else None,
             broker_budget=KEDA_BUILT_IN_PER_QUEUE * count if mode == "budget" else None,
+            # every queue on one Redis: past serve's default bound of 2,000 per broker
+            limits=Limits(max_queues_per_broker=max(count, MAX_QUEUES_PER_BROKER)),
         )
         by_kind: dict[str, list[Sampler]] = {kind: [] for kind in KINDS}
         for name, kind in zip(names, kinds, strict=True):
