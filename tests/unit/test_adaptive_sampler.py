@@ -110,7 +110,7 @@ async def test_an_idle_queue_slows_to_the_slow_bound_and_is_fast_again_once_it_m
         queue = queues.by_name["q"]
         assert sampler.urgency is Urgency.IDLE
         assert sampler.actual_interval == SLOW
-        assert all(gap >= SLOW * 0.9 for gap in queue.gaps(2)), queue.gaps(4)
+        assert all(gap >= SLOW * 0.75 for gap in queue.gaps(2)), queue.gaps(4)  # jittered
         assert len(queue.samples) < 3.0 / FAST / 2  # far fewer than at the fast interval
 
         queue.depth = 5  # work appears: seen within a slow interval, then read fast
