@@ -260,9 +260,10 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_float,
         default=None,
         metavar="N",
-        help="at most N commands (requests) per second to each broker URL: the least urgent "
-        "queues are read less often first, up to --slow-sample-interval, then up to 120s "
-        "(default: no budget)",
+        help="at most N commands per second to each broker URL, as the scaler sends them (a "
+        "script is one; Redis's INFO also counts the commands it runs): the least urgent queues "
+        "are read less often first, up to --slow-sample-interval, then up to 120s (default: no "
+        "budget)",
     )
     serve_cmd.add_argument(
         "--history-checkpoint",
