@@ -31,7 +31,7 @@ from scaler.simulate.distributions import (
     parse,
     seconds,
 )
-from scaler.simulate.scenario import Dependency, JobClass, Scenario, ScenarioError
+from scaler.simulate.scenario import Dependency, JobClass, Scenario, ScenarioError, Segment
 from scaler.simulate.scenario_file import parse_scenario, read_mapping
 
 SHAPES = ("steady", "steps", "sine", "bursts", "onoff", "ramp")
@@ -198,7 +198,13 @@ def parse_family(document: Mapping[str, Any], folder: Path) -> Family:
                 )
         for key, (default, is_duration) in keys.items():
             path = _path(section, key)
-            draws[path] = parse(values.get(key, default), path, duration=is_duration)
+            value = values.get(key, default)
+            if section == "jobs" and key != "classes" and isinstance(value, list) and value:
+                # one distribution per class, in order; the last one for the classes after
+                for i, item in enumerate(value):
+                    draws[f"{path}[{i}]"] = parse(item, f"{path}[{i}]", duration=is_duration)
+                value = value[-1]
+            draws[path] = parse(value, path, duration=is_duration)
     _check_generated(draws)
     passed = {s: _passed(document, s) for s in _PASSED}
     return Family(name, description, draws, passed=passed)
@@ -209,7 +215,7 @@ def _parse_based(document: Mapping[str, Any], folder: Path, name: str, descripti
     if extra:
         raise ScenarioError(
             f"{sorted(extra)[0]}: not with scenarios; a family of scenario files draws only "
-            "trigger.format, trigger.jobDuration and trigger.misestimate (drop scenarios to "
+            "trigger.format, .timestamps, .jobDuration and .misestimate (drop scenarios to "
             "generate whole scenarios)"
         )
     paths = document["scenarios"]
@@ -217,6 +223,10 @@ def _parse_based(document: Mapping[str, Any], folder: Path, name: str, descripti
         raise ScenarioError(
             f"scenarios: got {paths!r}; expected a list of scenario files (../steady.yaml)"
         )
+    trigger = _mapping(document, "trigger")
+    for key in trigger:
+        if key not in _BASED:
+            raise ScenarioError(f"trigger.{key}: unknown key; expected one of {', '.join(_BASED)}")
     bases = []
     for i, text in enumerate(paths):
         path = folder / text
@@ -224,12 +234,13 @@ def _parse_based(document: Mapping[str, Any], folder: Path, name: str, descripti
             base = read_mapping(path, "scenario")
             parse_scenario(base)  # checked now: a bad file fails before any draw
             bases.append((path.stem, base))
-        except (OSError, ScenarioError) as error:
+        except OSError as error:
+            raise ScenarioError(
+                f"scenarios[{i}]: cannot read {path}: {error.strerror}; the paths are relative "
+                "to the family file's folder"
+            ) from None
+        except ScenarioError as error:
             raise ScenarioError(f"scenarios[{i}]: {error}") from None
-    trigger = _mapping(document, "trigger")
-    for key in trigger:
-        if key not in _BASED:
-            raise ScenarioError(f"trigger.{key}: unknown key; expected one of {', '.join(_BASED)}")
     draws = {
         f"trigger.{key}": parse(trigger[key], f"trigger.{key}", duration=_BASED[key][1])
         for key in trigger
@@ -272,7 +283,10 @@ def _check_generated(draws: Draws) -> None:
     check_options(draws["dependency.ceiling"], "dependency.ceiling", CEILINGS)
     check_options(draws["arrivals.ramp.direction"], "arrivals.ramp.direction", ("up", "down"))
     check_options(draws["trigger.timestamps"], "trigger.timestamps", (True, False))
-    check_options(draws["jobs.usesDependency"], "jobs.usesDependency", (True, False))
+    for path in _with_classes(draws, "jobs.usesDependency"):
+        check_options(draws[path], path, (True, False))
+    for path in _with_classes(draws, "jobs.median"):
+        _positive_durations(draws[path], path)
     _bounded(draws, "jobs.classes", 1, 3)
     initial = draws["initialWorkers"]
     if isinstance(initial, Fixed | Choice):
@@ -323,15 +337,31 @@ def _check_trigger(draws: Draws) -> None:
 
 
 def _bounded(draws: Draws, key: str, low: float, high: float) -> None:
-    dist = draws[key]
-    ends = (dist.low, dist.high) if isinstance(dist, Uniform | Integer) else dist.values
-    for value in ends:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not low <= value <= high
-        ):
-            raise ScenarioError(f"{key}: got {value!r}; expected numbers from {low:g} to {high:g}")
+    for path in _with_classes(draws, key):
+        for value in _ends(draws[path]):
+            if not _is_number(value) or not low <= value <= high:
+                raise ScenarioError(
+                    f"{path}: got {value!r}; expected numbers from {low:g} to {high:g}"
+                )
+
+
+def _ends(dist: Distribution) -> tuple[Any, ...]:
+    """A range's two ends, or every value a fixed value or a choice can take."""
+    return (dist.low, dist.high) if isinstance(dist, Uniform | Integer) else dist.values
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float)
+
+
+def _positive_durations(dist: Distribution, key: str) -> None:
+    if any(seconds(value, key) <= 0 for value in _ends(dist)):
+        raise ScenarioError(f"{key}: expected durations above zero")
+
+
+def _with_classes(draws: Draws, key: str) -> list[str]:
+    """``key`` and the per-class ``key[i]`` the family lists."""
+    return [key, *(k for k in draws if k.startswith(f"{key}["))]
 
 
 # -- drawing ----------------------------------------------------------------------------------
@@ -419,14 +449,20 @@ def _workers(draw: _Drawer) -> dict[str, Any]:
 def _classes(draw: _Drawer) -> list[dict[str, Any]]:
     classes = []
     for i in range(int(draw("jobs.classes"))):
-        median = _sig(draw.seconds("jobs.median"))
+
+        def key(name: str, i: int = i) -> str:
+            """The class's own distribution where the family lists one per class."""
+            own = f"jobs.{name}[{i}]"
+            return own if draw.has(own) else f"jobs.{name}"
+
+        median = _sig(draw.seconds(key("median")))
         classes.append(
             {
                 "name": f"class{i + 1}",
-                "share": _sig(draw("jobs.share")),
-                "duration": {"median": median, "p99": _sig(median * draw("jobs.tail"))},
-                "usesDependency": bool(draw("jobs.usesDependency")),
-                "cpuPerJob": _sig(draw("jobs.cpuPerJob")),
+                "share": _sig(draw(key("share"))),
+                "duration": {"median": median, "p99": _sig(median * draw(key("tail")))},
+                "usesDependency": bool(draw(key("usesDependency"))),
+                "cpuPerJob": _sig(draw(key("cpuPerJob"))),
             }
         )
     return classes
@@ -521,11 +557,21 @@ _SHAPES: dict[str, Callable[[_Drawer, float, float], tuple[list[Any], list[Any]]
 def _expected(
     arrivals: list[dict[str, Any]], bursts: list[dict[str, Any]], duration: float
 ) -> float:
-    ends = [s["at"] for s in arrivals[1:]] + [duration]
-    return float(
-        sum(s["rate"] * (min(e, duration) - s["at"]) for s, e in zip(arrivals, ends, strict=True))
-        + sum(b["jobs"] for b in bursts)
-    )
+    """The jobs ``arrivals`` and ``bursts`` bring in ``duration``, as ``Scenario.expected_jobs``
+    counts them (a sine integrated on a 1 s grid)."""
+    segments = [
+        Segment(s["at"], s["rate"], s.get("amplitude", 0.0), s.get("period", 0.0)) for s in arrivals
+    ]
+    ends = [s.at for s in segments[1:]] + [duration]
+    total = 0.0
+    for segment, end in zip(segments, ends, strict=True):
+        if segment.period:
+            total += sum(
+                segment.rate_at(t + 0.5) for t in range(int(segment.at), int(min(end, duration)))
+            )
+        else:
+            total += segment.rate * (min(end, duration) - segment.at)
+    return total + sum(int(b["jobs"]) for b in bursts)
 
 
 def _dependency(
