@@ -105,7 +105,7 @@ def test_each_distribution_stays_within_its_bounds(text: str, low: float, high: 
     # and reaches both ends' neighbourhoods (not a constant)
     assert min(draws) < low + (high - low) * 0.1 and max(draws) > high - (high - low) * 0.2
     if isinstance(dist, Integer):
-        assert set(draws) == set(range(low, high + 1))  # type: ignore[arg-type]
+        assert set(draws) == set(range(dist.low, dist.high + 1))
     if isinstance(dist, Uniform) and dist.log:  # log-uniform: as many draws each decade
         under = sum(1 for d in draws if d < math.sqrt(low * high))
         assert 0.45 < under / len(draws) < 0.55
