@@ -49,6 +49,13 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if args.family is not None:
+        if args.out is not None:
+            print(
+                "simulate: --out draws figures of scenario files; with --family, write the worst "
+                "scenarios out (--worst-out DIR) and simulate those with --out",
+                file=sys.stderr,
+            )
+            return 2
         return family_command.run(args, policies)
     try:
         scenarios = [load_scenario(path) for path in args.scenarios]

@@ -376,6 +376,9 @@ def test_the_command_takes_files_or_a_family_not_both(capsys: pytest.CaptureFixt
     assert "give scenario files, or --family FILE" in capsys.readouterr().err
     steady = str(ROOT / "scenarios" / "steady.yaml")
     assert main(["simulate", steady, "--family", str(FAMILIES / "broad.yaml")]) == 2
+    broad = str(FAMILIES / "broad.yaml")
+    assert main(["simulate", "--family", broad, "--out", "figures"]) == 2
+    assert "--worst-out DIR" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["simulate", "--family", str(FAMILIES / "broad.yaml"), "--count", "0"])
     assert "--count: got 0; expected at least 1" in capsys.readouterr().err
