@@ -145,7 +145,7 @@ def write_worst(
         outcome = s.goals[OURS]
         header = [
             f"# drawn from family {family.name}, seed {seed}, scenario {s.index}",
-            f"# goal {'met' if outcome.met else 'missed'}: " + "; ".join(outcome.lines),
+            f"# family goal {'met' if outcome.met else 'missed'}: " + "; ".join(outcome.lines),
             f"# replay: queue-age-scaler simulate {path}",
         ]
         path.write_text(
