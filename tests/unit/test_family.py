@@ -88,6 +88,34 @@ def test_jobs_and_one_process_give_the_same_scoreboard(
     assert capsys.readouterr().out == alone
 
 
+def test_reuse_runs_only_this_scaler_and_gives_the_same_scoreboard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "short.yaml"
+    path.write_text("family: short\nduration: 3m\narrivals: {peakWorkers: 3}\n")
+    args = ["simulate", "--family", str(path), "--count", "3", "--json", "--jobs", "1"]
+    args += ["--policies", "queue-age-scaler,cpu,judoscale"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    earlier = tmp_path / "earlier.json"
+    # the alternatives' rows are taken from the file: changed there, they show in the result
+    board = json.loads(first)
+    board["scenarios"][1]["policies"]["cpu"]["worker_seconds"] = 123456
+    earlier.write_text(json.dumps(board))
+    assert main([*args, "--reuse", str(earlier)]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["scenarios"][1]["policies"]["cpu"]["worker_seconds"] == 123456
+    board["scenarios"][1]["policies"]["cpu"]["worker_seconds"] = json.loads(first)["scenarios"][1][
+        "policies"
+    ]["cpu"]["worker_seconds"]
+    earlier.write_text(json.dumps(board))
+    assert main([*args, "--reuse", str(earlier)]) == 0
+    assert capsys.readouterr().out == first
+    # other draws are refused
+    assert main([*args, "--seed", "2", "--reuse", str(earlier)]) == 2
+    assert "short-000 was drawn otherwise there" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("text", "low", "high"),
     [
