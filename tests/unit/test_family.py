@@ -224,6 +224,21 @@ def test_the_format_family_changes_only_the_format() -> None:
     assert len(seen) >= 70  # of the 8 x 10 pairs
 
 
+def test_the_every_format_family_walks_each_shipped_scenario_in_each_format() -> None:
+    every = family("every-format")
+    pairs = set()
+    for index in range(80):
+        document = every.document(1, index)
+        base_name = document["description"].split(": ")[1].split(" as ")[0]
+        base = load_scenario(ROOT / "scenarios" / f"{base_name}.yaml")
+        assert document["seed"] == base.seed  # the shipped jobs themselves
+        pairs.add((base_name, document["trigger"]["format"]))
+    assert len(pairs) == 80
+    assert every.document(1, 80) == every.document(1, 0) | {"name": "every-format-080"} | {
+        "description": every.document(1, 0)["description"].replace("#000", "#080")
+    }
+
+
 def test_the_misestimate_family_is_off_by_up_to_30_percent_either_way() -> None:
     misestimate = family("misestimate")
     ratios = []
@@ -383,6 +398,7 @@ def test_the_worst_scenarios_are_those_that_miss_first() -> None:
         pytest.param("family: f\njobs: {classes: 4}\n", "jobs.classes: got 4; expected numbers from 1 to 3", id="classes"),
         pytest.param("family: f\nscenarios: [../nothere.yaml]\n", "scenarios[0]: cannot read", id="missing file"),
         pytest.param("family: f\nscenarios: [../steady.yaml]\nworkers: {}\n", "workers: not with scenarios", id="based"),
+        pytest.param("family: f\nseeds: kept\n", "seeds: only with scenarios", id="seeds"),
         pytest.param("family: f\nscenarios: [../steady.yaml]\ntrigger: {queue: x}\n", "trigger.queue: unknown key; expected one of format, jobDuration", id="based trigger"),
     ],
 )  # fmt: skip
