@@ -302,6 +302,7 @@ def test_the_goal_allows_five_percent_or_five_seconds_over_the_best_safe_policy(
     outcome = goal(board)
     assert not outcome.near_best_violations and outcome.missed == ("near_best_violations",)
     assert "more than 5% or 5 s of judoscale (100.0 s)" in outcome.lines[1]
+    assert outcome.best == "judoscale"
     # 5 s where 5% is less: 4.9 s against 0 s is met, 5.1 s is not
     small = rows(queue_age_scaler=(4.9, 10_000), judoscale=(0.0, 12_000))
     assert goal(small).near_best_violations
@@ -322,6 +323,7 @@ def test_a_safe_policy_better_on_both_by_more_than_five_percent_dominates() -> N
     outcome = goal(board)
     assert outcome.missed == ("not_dominated",)
     assert "keda-rabbitmq-messagerate (27.0 s)" in outcome.lines[2]
+    assert outcome.dominating == ("keda-rabbitmq-messagerate",)
     # 4% cheaper is not better by more than 5%
     board["keda-rabbitmq-messagerate"]["worker_seconds"] = 34_560
     assert goal(board).met
