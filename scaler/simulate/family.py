@@ -677,6 +677,32 @@ def _job_duration(draw: _Drawer, fmt: str, mean: float) -> float | None:
     return _sig(mean * (1 + draw("trigger.misestimate")))
 
 
+def _default_format(trigger: Mapping[str, Any]) -> str:
+    url = str(trigger.get("url", "redis://"))
+    return "amqp" if url.startswith(("amqp://", "amqps://")) else "list"
+
+
+def _reformatted(trigger: Mapping[str, Any], fmt: str, draw: _Drawer) -> dict[str, Any]:
+    """A file's trigger in another format: the old format's layout keys go, but for the
+    producer's enqueue time field, which stays where the new format reads one (unless the
+    family draws ``timestamps`` false); the new format's own keys and URL come in."""
+    takes = registry.format_info(fmt).layout_keys
+    stamped = "timestampField" in trigger
+    timestamps = bool(draw("trigger.timestamps")) if draw.has("trigger.timestamps") else stamped
+    stamp = ("timestampField", "timestampUnit") if timestamps else ()
+    kept = {
+        k: v
+        for k, v in trigger.items()
+        if (k not in _LAYOUT_KEYS and k != "url") or (k in stamp and k in takes)
+    }
+    return {
+        "url": _url(fmt),
+        **kept,
+        "format": fmt,
+        **_format_keys(fmt, timestamps and not stamped),
+    }
+
+
 def _from_base(family: Family, draw: _Drawer, name: str, index: int) -> dict[str, Any]:
     files = len(family.bases)
     if family.every:
@@ -692,9 +718,8 @@ def _from_base(family: Family, draw: _Drawer, name: str, index: int) -> dict[str
             fmt = str(formats.values[index // files % len(formats.values)])
         else:
             fmt = str(draw("trigger.format"))
-        timestamps = bool(draw("trigger.timestamps")) if draw.has("trigger.timestamps") else False
-        trigger = {k: v for k, v in trigger.items() if k not in _LAYOUT_KEYS and k != "url"}
-        trigger = {"url": _url(fmt), **trigger, "format": fmt, **_format_keys(fmt, timestamps)}
+        if fmt != trigger.get("format", _default_format(trigger)):
+            trigger = _reformatted(trigger, fmt, draw)
         notes.append(f"as {fmt}")
     if draw.has("trigger.jobDuration"):
         mean = parse_scenario(base).mean_job_seconds
