@@ -1,4 +1,5 @@
-"""``queue-age-scaler simulate SCENARIO.yaml [...] [--policies a,b] [--out DIR] [--json]``."""
+"""``queue-age-scaler simulate SCENARIO.yaml [...] [--policies a,b] [--out DIR] [--json]``, and
+``simulate --family FILE --count N --seed S`` (:mod:`scaler.simulate.family_command`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+from scaler.simulate import family_command
 from scaler.simulate.policies import POLICY_NAMES
 from scaler.simulate.pool_run import render_pool, simulate_pool
 from scaler.simulate.pool_scenario import PoolScenario, is_pool_document, load_pool_scenario
 from scaler.simulate.run import ScenarioRun, simulate
 from scaler.simulate.scenario import Scenario, ScenarioError
 from scaler.simulate.scenario_file import load_document, parse_scenario
-from scaler.simulate.scoreboard import KEYS, OURS, verdict
+from scaler.simulate.scoreboard import KEYS, OURS, goal, verdict
 from scaler.simulate.shared_run import OVER_SHARED, SharedRun, simulate_shared
 from scaler.simulate.shared_scenario import SharedScenario, is_shared, parse_shared_scenario
 
@@ -27,7 +29,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "simulate",
         help="simulate scenarios with this scaler and the usual alternatives side by side",
     )
-    parser.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
+    parser.add_argument("scenarios", nargs="*", type=Path, metavar="SCENARIO.yaml")
     parser.add_argument(
         "--policies",
         default=",".join(POLICY_NAMES),
@@ -37,10 +39,28 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object per scenario (one a line)"
     )
+    family_command.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if (args.family is None) == (not args.scenarios):
+        print(
+            "simulate: give scenario files, or --family FILE (not both): "
+            "queue-age-scaler simulate scenarios/step.yaml, or "
+            "queue-age-scaler simulate --family scenarios/families/broad.yaml --count 300",
+            file=sys.stderr,
+        )
+        return 2
+    if args.family is not None:
+        if args.out is not None:
+            print(
+                "simulate: --out draws figures of scenario files; with --family, write the worst "
+                "scenarios out (--worst-out DIR) and simulate those with --out",
+                file=sys.stderr,
+            )
+            return 2
+        return family_command.run(args, policies)
     try:
         scenarios = [_load(path) for path in args.scenarios]
     except (OSError, ScenarioError) as error:
@@ -155,6 +175,8 @@ def render(result: ScenarioRun) -> str:
     if OURS in rows:
         outcome = verdict(rows)
         lines.append(f"goal {'met' if outcome.met else 'missed'}: " + "; ".join(outcome.lines))
+        family = goal(rows)
+        lines.append(f"family goal {'met' if family.met else 'missed'}: " + "; ".join(family.lines))
     return "\n".join(lines)
 
 

@@ -4,17 +4,24 @@ own SampleHistory, and the server's own evaluation step (signals and policy)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from brokers import registry
 from brokers.memory import MemoryBroker, MemoryJob
 from scaler.budget_registry import BudgetRegistry
 from scaler.ceilings.headroom import Headroom, ProbeFigure
 from scaler.ceilings.registry import REFRESH_INTERVAL as PROBE_EVERY
-from scaler.evaluation import Evaluator
+from scaler.errors import Unavailable
+from scaler.evaluation import Evaluator, activity, metric_value
+from scaler.policy import Decision
 from scaler.sample_history import SampleHistory
 from scaler.simulate.autoscaler import Observation
 from scaler.simulate.keda import MetricType
 from scaler.simulate.scenario import Scenario, ScenarioError
-from scaler.trigger_spec import Metric
+from scaler.trigger_spec import Metric, TriggerSpec
+
+T = TypeVar("T")
 
 #: the namespace of every simulated ScaledObject: Deployments on one dependency share it
 SIMULATED_NAMESPACE = "sim"
@@ -106,4 +113,14 @@ class QueueAgeSource:
                 decision,
                 obs.now,
             )
-        return decision.metric_value, decision.active
+        # KEDA's answers as the server gives them; None where the server answers UNAVAILABLE
+        return _answer(metric_value, self.spec, decision), _answer(activity, self.spec, decision)
+
+
+def _answer(
+    read: Callable[[TriggerSpec, Decision], T], spec: TriggerSpec, decision: Decision
+) -> T | None:
+    try:
+        return read(spec, decision)
+    except Unavailable:
+        return None
