@@ -25,13 +25,16 @@ READY_TIMEOUT = 30.0
 WARMUP_TIMEOUT = 30.0
 
 
-def server_command(kind: str, port: int, redis_url: str) -> list[str]:
+def server_command(
+    kind: str, port: int, redis_url: str, serve_options: Sequence[str] = ("--no-metrics",)
+) -> list[str]:
+    """``ours``: the real command, with ``serve_options``; else a reference server."""
     if kind == "ours":
         entry = ROOT / ".venv" / "bin" / "queue-age-scaler"
         # ``python -m scaler`` is the same main() when the entry point is not installed;
         # --log-level belongs to the main parser, so it goes before ``serve``
         base = [str(entry)] if entry.exists() else [sys.executable, "-m", "scaler"]
-        serve = ["serve", "--host", "127.0.0.1", "--port", str(port), "--no-metrics"]
+        serve = ["serve", "--host", "127.0.0.1", "--port", str(port), *serve_options]
         return [*base, "--log-level", "WARNING", *serve]
     command = [sys.executable, "-m", "benchmarks.bare_server", str(port)]
     return [*command, "--keda-redis", redis_url] if kind == "keda" else command
@@ -39,7 +42,7 @@ def server_command(kind: str, port: int, redis_url: str) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def started_server(
-    kind: str, redis_url: str, pin: list[str]
+    kind: str, redis_url: str, pin: list[str], serve_options: Sequence[str] = ("--no-metrics",)
 ) -> AsyncIterator[tuple[int, int, Path]]:
     """The server as a child process: (pid, port, log file); stopped, then killed, on exit."""
     port = free_port()
@@ -47,7 +50,7 @@ async def started_server(
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
             *pin,
-            *server_command(kind, port, redis_url),
+            *server_command(kind, port, redis_url, serve_options),
             cwd=ROOT,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log,
@@ -91,9 +94,14 @@ async def wait_ready(kind: str, port: int, log_path: Path) -> None:
     )
 
 
-async def warm_up(port: int, refs: Sequence[pb.ScaledObjectRef], log_path: Path) -> None:
+async def warm_up(
+    port: int,
+    refs: Sequence[pb.ScaledObjectRef],
+    log_path: Path,
+    timeout: float = WARMUP_TIMEOUT,
+) -> None:
     """One sequence per ScaledObject (so every queue has been asked for once), until all pass."""
-    deadline = time.monotonic() + WARMUP_TIMEOUT
+    deadline = time.monotonic() + timeout
     pending = list(refs)
     limit = asyncio.Semaphore(20)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -115,7 +123,7 @@ async def warm_up(port: int, refs: Sequence[pb.ScaledObjectRef], log_path: Path)
             if time.monotonic() > deadline:
                 first = next(f for f in failures if f)
                 raise RuntimeError(
-                    f"warm-up: {len(pending)} ScaledObjects still fail after {WARMUP_TIMEOUT:g}s, "
+                    f"warm-up: {len(pending)} ScaledObjects still fail after {timeout:g}s, "
                     f"e.g. {first}; server log:\n{log_tail(log_path)}"
                 )
             await asyncio.sleep(0.5)

@@ -11,12 +11,12 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
 
 from scaler.bounds import UNBOUNDED, Bounds
+from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.registry import ProbeRegistry
 from scaler.decision_log import TriggerKey, decision_fields, decision_text
 from scaler.errors import (
@@ -34,6 +34,7 @@ from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.policy import Decision
 from scaler.profiles import Profile, as_profiles
+from scaler.routes import Route, Routes, Trigger
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.signals import QueueSignals
 from scaler.spec import parse_metadata
@@ -47,6 +48,10 @@ log = logging.getLogger(__name__)
 FIRST_SAMPLE_TIMEOUT = 1.0
 #: while active, StreamIsActive repeats ``true`` this often
 STREAM_REPEAT = 1.0
+
+_ACTIVE = pb.IsActiveResponse(result=True)
+_INACTIVE = pb.IsActiveResponse(result=False)
+_NO_FIGURES: Mapping[str, ProbeFigure] = {}
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
@@ -99,17 +104,6 @@ def _active(spec: TriggerSpec, decision: Decision) -> bool:
     return decision.active
 
 
-@dataclass(slots=True)
-class _Trigger:
-    """What the service keeps per trigger between KEDA's calls."""
-
-    asked: float
-    #: the policy state and the last evaluation
-    evaluator: Evaluator
-    #: the last decision logged (reason, workers)
-    logged: tuple[str, int] | None = None
-
-
 class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def __init__(
         self,
@@ -138,7 +132,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         #: triggers not asked about for this long are forgotten, with their metrics (a deleted
         #: ScaledObject, or a spec replaced by edited metadata)
         self._idle_after = idle_after
-        self._triggers: dict[TriggerKey, _Trigger] = {}
+        self._triggers: dict[TriggerKey, Trigger] = {}
+        self._routes = Routes()
         self._swept = time.monotonic()
         self.shutting_down = asyncio.Event()
         self._specs = SpecCache(self._parse_uncached)
@@ -151,20 +146,23 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.GetMetricSpecResponse],
     ) -> pb.GetMetricSpecResponse:
-        spec = await self.spec_of(request)
+        route = await self.route_of(request)
+        spec = route.spec
         self._samplers.get(spec)  # start sampling now, so GetMetrics finds it warm
-        if self._probes is not None:  # and reading the dependencies
+        if self._probes is not None and spec.dependencies:  # and reading the dependencies
             await self._probes.figures(spec, first_timeout=0.0)
-        target = spec.metric_target
-        return pb.GetMetricSpecResponse(
-            metricSpecs=[
-                pb.MetricSpec(
-                    metricName=spec.metric_name,
-                    targetSize=max(1, round(target)),
-                    targetSizeFloat=target,
-                )
-            ]
-        )
+        if route.metric_spec is None:
+            target = spec.metric_target
+            route.metric_spec = pb.GetMetricSpecResponse(
+                metricSpecs=[
+                    pb.MetricSpec(
+                        metricName=spec.metric_name,
+                        targetSize=max(1, round(target)),
+                        targetSizeFloat=target,
+                    )
+                ]
+            )
+        return route.metric_spec
 
     @_answers
     async def GetMetrics(
@@ -173,13 +171,16 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         context: grpc.aio.ServicerContext[pb.GetMetricsRequest, pb.GetMetricsResponse],
     ) -> pb.GetMetricsResponse:
         ref = request.scaledObjectRef
-        spec = await self.spec_of(ref)
+        route = await self.route_of(ref)
+        spec = route.spec
         if request.metricName and request.metricName != spec.metric_name:
             raise InvalidMetadata(
                 "metricName",
                 f"asked for metric {request.metricName!r}, but this trigger's metric is {spec.metric_name!r}",
             )
-        _, decision = await self.evaluate(ref, spec)
+        _, decision = await self.evaluate(ref, spec, route)
+        if route.answered is decision and route.metric_values is not None:
+            return route.metric_values  # the same decision as the last call's
         if decision.ceiling_unknown is not None:
             raise Unavailable(decision.ceiling_unknown)
         if decision.metric_value is None:
@@ -188,13 +189,15 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 "(no readable enqueue time, or no rates yet)"
             )
         value = decision.metric_value
-        return pb.GetMetricsResponse(
+        route.metric_values = pb.GetMetricsResponse(
             metricValues=[
                 pb.MetricValue(
                     metricName=spec.metric_name, metricValue=round(value), metricValueFloat=value
                 )
             ]
         )
+        route.answered = decision
+        return route.metric_values
 
     @_answers
     async def IsActive(
@@ -202,9 +205,9 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.IsActiveResponse],
     ) -> pb.IsActiveResponse:
-        spec = await self.spec_of(request)
-        _, decision = await self.evaluate(request, spec)
-        return pb.IsActiveResponse(result=_active(spec, decision))
+        route = await self.route_of(request)
+        _, decision = await self.evaluate(request, route.spec, route)
+        return _ACTIVE if _active(route.spec, decision) else _INACTIVE
 
     async def StreamIsActive(
         self,
@@ -214,7 +217,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         """The current state at once, then ``true`` within a sample of work appearing, repeated
         every second while active. Ends with OK when the server shuts down."""
         try:
-            spec = await self.spec_of(request)
+            route = await self.route_of(request)
+            spec = route.spec
             self._check_stream_room()
             sampler = self._samplers.get(spec)
             with self._stream_open(), sampler.watched():
@@ -222,11 +226,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 last_sent = 0.0
                 loop = asyncio.get_running_loop()
                 while not self.shutting_down.is_set():
-                    _, decision = await self.evaluate(request, spec)
+                    _, decision = await self.evaluate(request, spec, route)
                     active = _active(spec, decision)
                     now = loop.time()
                     if active != last or (active and now - last_sent >= STREAM_REPEAT):
-                        yield pb.IsActiveResponse(result=active)
+                        yield _ACTIVE if active else _INACTIVE
                         last, last_sent = active, now
                     await self._next_sample_or_shutdown(sampler.wait_for_sample(STREAM_REPEAT))
         except ScalerError as error:
@@ -251,6 +255,16 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         finally:
             self._streams -= 1
 
+    async def route_of(self, ref: pb.ScaledObjectRef) -> Route:
+        """The spec and trigger of ``ref``: one lookup for a ref seen before (scaler.routes)."""
+        wire = Routes.wire(ref)
+        route = self._routes.get(wire)
+        if route is None:
+            spec = await self.spec_of(ref)
+            route = Route(spec, (ref.namespace, ref.name, spec))
+            self._routes.put(wire, route)
+        return route
+
     async def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
         self._limits.check_metadata(ref.scalerMetadata)  # before the cache keeps a large map
         # by namespace too: whether a profile may be used depends on it
@@ -269,18 +283,26 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         )
 
     async def evaluate(
-        self, ref: pb.ScaledObjectRef, spec: TriggerSpec
+        self, ref: pb.ScaledObjectRef, spec: TriggerSpec, route: Route | None = None
     ) -> tuple[QueueSignals, Decision]:
         """Signals and decision for one trigger, from the cached snapshots."""
         sampler = self._samplers.get(spec)
         history = await sampler.history(self._first_sample_timeout)
-        figures = {} if self._probes is None else await self._probes.figures(spec)
-        key = (ref.namespace, ref.name, spec)
+        figures = (
+            _NO_FIGURES
+            if self._probes is None or not spec.dependencies
+            else await self._probes.figures(spec)
+        )
         now = time.monotonic()
         self._forget_idle(now)
-        trigger = self._triggers.get(key)
-        if trigger is None:
-            trigger = self._triggers[key] = _Trigger(now, Evaluator())
+        key = (ref.namespace, ref.name, spec) if route is None else route.key
+        trigger = None if route is None else route.trigger
+        if trigger is None or trigger.forgotten:
+            trigger = self._triggers.get(key)
+            if trigger is None:
+                trigger = self._triggers[key] = Trigger(now, Evaluator())
+            if route is not None:
+                route.trigger = trigger
         trigger.asked = now
         evaluation = trigger.evaluator.evaluate(history, spec, sampler.arrivals, figures)
         signals, decision = evaluation.signals, evaluation.decision
@@ -297,7 +319,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._swept = now
         idle = [k for k, t in self._triggers.items() if now - t.asked > self._idle_after]
         for key in idle:
-            del self._triggers[key]
+            self._triggers.pop(key).forgotten = True
         kept = {Metrics.trigger_labels(ns, name, spec) for ns, name, spec in self._triggers}
         for ns, name, spec in idle:
             labels = Metrics.trigger_labels(ns, name, spec)
@@ -305,7 +327,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 self._metrics.forget_trigger(labels)
 
     def _log_decision(
-        self, key: TriggerKey, trigger: _Trigger, signals: QueueSignals, decision: Decision
+        self, key: TriggerKey, trigger: Trigger, signals: QueueSignals, decision: Decision
     ) -> None:
         spec = key[2]
         summary = (decision.reason_label, decision.desired_workers)
