@@ -29,6 +29,7 @@ from typing import Any
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.driver_info import DriverInfo
 from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
@@ -87,6 +88,9 @@ _FIRST_CALL = re.compile(r"redis\.call\('([A-Z]+)'")
 _CODE_WORD = re.compile(r"[A-Z]{2,20}")
 
 Command = tuple[str, str | bytes, *tuple[str | bytes | int | float, ...]]
+#: what every connection tells Redis about its library (CLIENT SETINFO), worked out once: by
+#: default redis-py reads its own package metadata from disk for each new connection
+_DRIVER = DriverInfo()
 
 
 def _open_client(url: str, max_connections: int) -> Redis:
@@ -103,6 +107,7 @@ def _open_client(url: str, max_connections: int) -> Redis:
         # one immediate retry on a broken connection (after a Redis restart, say);
         # none on a timeout, so a hung server fails within SOCKET_TIMEOUT
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        driver_info=_DRIVER,
     )
     return Redis.from_pool(pool)  # closing the client closes its pool
 

@@ -32,6 +32,7 @@ from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.metrics import Metrics
+from scaler.parse_turns import ParseTurns
 from scaler.policy import Decision
 from scaler.profiles import Profile, as_profiles
 from scaler.routes import Route, Routes, Trigger
@@ -137,6 +138,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._swept = time.monotonic()
         self.shutting_down = asyncio.Event()
         self._specs = SpecCache(self._parse_uncached)
+        self._parse_turns = ParseTurns(self._limits.max_new_metadata)
 
     # -- the four RPCs ------------------------------------------------------------------------
 
@@ -271,10 +273,13 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         key = spec_key(ref.namespace, ref.scalerMetadata)
         spec = self._specs.cached(key)
         if spec is None:
-            # metadata not seen before is parsed after the work already due, among it the calls
-            # answered from cached specs: a flood of new maps does not hold those up
-            await asyncio.sleep(0)
-            spec = self._specs.parse(key, ref.namespace, ref.scalerMetadata)
+            # metadata not seen before is parsed one map per turn of the loop, after the work
+            # already due (among it the calls answered from cached specs): a flood of new maps
+            # does not hold those up (scaler.parse_turns)
+            async with self._parse_turns.turn():
+                spec = self._specs.cached(key)  # parsed while this call waited
+                if spec is None:
+                    spec = self._specs.parse(key, ref.namespace, ref.scalerMetadata)
         return spec
 
     def _parse_uncached(self, namespace: str, metadata: Mapping[str, str]) -> TriggerSpec:
