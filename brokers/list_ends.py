@@ -11,7 +11,7 @@ samples crosses the network once, and one above the bound never: its time is ski
 interval are then the list's growth, a lower bound).
 
 The newest element is not read at all while the marker is found at the push end: it is the
-marker, which the adapter holds. Redis has no command that tells an element's length without
+marker, which the adapter holds; an empty list costs its ``LLEN`` alone. Redis has no command that tells an element's length without
 reading it, and reading a 50 MB
 element into the script takes Redis about 0.2 s. So an end known to hold an element above the
 bound is not read again while its position shows it unchanged: at the oldest end, while the
@@ -47,6 +47,8 @@ SCRIPT = """
 local key, bound = KEYS[1], tonumber(ARGV[2])
 local oldest_index, previous = tonumber(ARGV[1]), tonumber(ARGV[7])
 local length = redis.call('LLEN', key)
+-- an empty (or missing) list: no element to read, no marker to find (LPOS would answer {})
+if length == 0 then return {0, -1, '', false, -1, '', false, ARGV[8] == '1' and {} or false} end
 local found, arrivals = false, nil
 if ARGV[8] == '1' then
   found = redis.call('LPOS', key, ARGV[9], 'RANK', ARGV[10], 'COUNT', 2, 'MAXLEN', ARGV[11])

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -53,6 +54,8 @@ from brokers.errors import (
     ScalerError,
     logged_detail,
 )
+from brokers.redis_batch import Command as Command  # the adapters name it from here
+from brokers.redis_batch import RedisBatcher
 from brokers.shared import SharedByKey
 
 SOCKET_TIMEOUT = 2.0
@@ -87,21 +90,29 @@ _FIRST_CALL = re.compile(r"redis\.call\('([A-Z]+)'")
 #: the code word of an error reply (``LOADING``, ``BUSY``...), the only part shown to clients
 _CODE_WORD = re.compile(r"[A-Z]{2,20}")
 
-Command = tuple[str, str | bytes, *tuple[str | bytes | int | float, ...]]
 #: what every connection tells Redis about its library (CLIENT SETINFO), worked out once: by
 #: default redis-py reads its own package metadata from disk for each new connection
 _DRIVER = DriverInfo()
 
 
-def _open_client(url: str, max_connections: int) -> Redis:
-    """A client of its own pool, of at most ``max_connections`` (the server's bound per broker)
-    shared by all its samplers on ``url``; a sample that finds them all busy waits for one
-    (redis-py's own pool refuses past 100, which failed samples when many samplers of one Redis
-    woke together)."""
+@dataclass(frozen=True, slots=True)
+class _Client:
+    """The server's client for one Redis URL, and the batcher its adapters' round trips go
+    through."""
+
+    redis: Redis
+    batcher: RedisBatcher
+
+
+def _open_client(url: str, connections: Connections) -> _Client:
+    """A client of its own pool, of at most ``max_per_broker`` connections (the server's bound
+    per broker) shared by all its samplers on ``url``; a round trip that finds them all busy
+    waits for one (redis-py's own pool refuses past 100, which failed samples when many
+    samplers of one Redis woke together)."""
     pool = BlockingConnectionPool.from_url(
         url,
-        max_connections=max_connections,
-        timeout=SOCKET_TIMEOUT,  # the longest a sample waits for one of them
+        max_connections=connections.max_per_broker,
+        timeout=SOCKET_TIMEOUT,  # the longest a round trip waits for one of them
         socket_connect_timeout=SOCKET_TIMEOUT,
         socket_timeout=SOCKET_TIMEOUT,
         # one immediate retry on a broken connection (after a Redis restart, say);
@@ -109,11 +120,14 @@ def _open_client(url: str, max_connections: int) -> Redis:
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         driver_info=_DRIVER,
     )
-    return Redis.from_pool(pool)  # closing the client closes its pool
+    client = Redis.from_pool(pool)  # closing the client closes its pool
+    traffic = connections.traffic(url)
+    return _Client(client, RedisBatcher(client, traffic, batch=connections.batch))
 
 
-async def _close_client(client: Redis) -> None:
-    await client.aclose()
+async def _close_client(client: _Client) -> None:
+    await client.batcher.aclose()
+    await client.redis.aclose()
 
 
 def _by_hash(command: Command) -> Command:
@@ -134,11 +148,10 @@ class RedisConnection:
 
     def __init__(self, source: QueueSource, connections: Connections) -> None:
         self._source = source
-        bound = connections.max_per_broker
-        self._clients: SharedByKey[str, Redis] = connections.kind(
-            "redis", lambda url: _open_client(url, bound), _close_client
+        self._clients: SharedByKey[str, _Client] = connections.kind(
+            "redis", lambda url: _open_client(url, connections), _close_client
         )
-        self._client: Redis | None = self._clients.acquire(source.url)
+        self._client: _Client | None = self._clients.acquire(source.url)
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -146,7 +159,8 @@ class RedisConnection:
             await self._clients.release(self._source.url)
 
     async def execute(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
-        """Run ``commands`` in one round trip (MULTI/EXEC when ``transaction``).
+        """Run ``commands`` in one round trip (MULTI/EXEC when ``transaction``), shared with the
+        other adapters' on this Redis that are due at the same time (``brokers.redis_batch``).
 
         A script (``EVAL``) is sent by its hash (``EVALSHA``); where Redis does not hold it (a
         new or restarted Redis: ``NOSCRIPT``), the round trip is made again with ``EVAL``, which
@@ -164,14 +178,10 @@ class RedisConnection:
     async def _round_trip(self, commands: Sequence[Command], transaction: bool) -> list[Any]:
         if self._client is None:
             raise RuntimeError(f"{self._source.describe()}: adapter is closed")
-        pipe = self._client.pipeline(transaction=transaction)
-        for command in commands:
-            pipe.execute_command(*command)
         try:
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            return await self._client.batcher.run(commands, transaction=transaction)
         except (RedisError, OSError) as exc:
             raise self._failure(exc) from None
-        return replies
 
     def _misconfigured(self, command: Command, error: ResponseError) -> QueueMisconfigured:
         name, key = command[0], command[1]

@@ -93,6 +93,33 @@ class ArrivalHistory:
         share = min(max(share, 0.0), 1.0)
         return EnqueueEstimate(before_t + share * (after_t - before_t), Precision.ESTIMATE)
 
+    def points(self, most: int) -> list[tuple[float, int]]:
+        """At most ``most`` (at least 2) of the history's points, oldest first: the newest, the
+        oldest, and between them points spread evenly over the counts (a checkpoint of it)."""
+        if len(self._times) <= most:
+            return list(zip(self._times, self._counts, strict=True))
+        step = (len(self._times) - 1) / (most - 1)
+        picked = sorted({round(i * step) for i in range(most)})
+        return [(self._times[i], self._counts[i]) for i in picked]
+
+    def restore(self, points: list[tuple[float, int]]) -> None:
+        """Put ``points`` (oldest first; from a checkpoint, already in this history's count)
+        before the history's own: those at or after its first point, or whose count is above
+        its first count, are left out."""
+        if not self._times:
+            return
+        first_t, first_n = self._times[0], self._counts[0]
+        older = [(t, n) for t, n in points if t < first_t and n <= first_n]
+        kept_t: list[float] = []
+        kept_n: list[int] = []
+        for t, n in older:  # strictly increasing times, counts that never go down
+            if kept_t and (t <= kept_t[-1] or n < kept_n[-1]):
+                continue
+            kept_t.append(t)
+            kept_n.append(n)
+        self._times[:0] = kept_t
+        self._counts[:0] = kept_n
+
     def _thin(self) -> None:
         self._since_thinning = 0
         newest = self._times[-1]

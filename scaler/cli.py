@@ -27,6 +27,7 @@ from scaler.connections import load_profiles
 from scaler.durations import parse_duration
 from scaler.errors import CannotListen, InvalidPlugin, ScalerError
 from scaler.probe import probe, render_table
+from scaler.sample_schedule import SLOW_INTERVAL
 from scaler.server import DEFAULT_GRACE, DEFAULT_METRICS_PORT, DEFAULT_PORT, ServerConfig, serve
 from scaler.service import status_of
 from scaler.simulate import command as simulate_command
@@ -85,6 +86,23 @@ def _probe_interval(text: str) -> float:
             f"{text} is below {MIN_PROBE_INTERVAL:g}s (each reading opens a connection)"
         )
     return seconds
+
+
+def _slow_interval(text: str) -> float:
+    seconds = _duration(text)
+    if seconds < MIN_SAMPLE_INTERVAL:
+        raise argparse.ArgumentTypeError(f"{text} is below {MIN_SAMPLE_INTERVAL:g}s")
+    return seconds
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
 
 
 def _tenant_options(*, open_urls_note: str) -> argparse.ArgumentParser:
@@ -233,6 +251,36 @@ def _parser() -> argparse.ArgumentParser:
         "probed ceilings)",
     )
     serve_cmd.add_argument(
+        "--slow-sample-interval",
+        type=_slow_interval,
+        default=SLOW_INTERVAL,
+        metavar="DURATION",
+        help=f"the longest interval between two samples of a queue that is idle or steady "
+        f"(default {SLOW_INTERVAL:g}s): a queue is read at its trigger's sampleInterval while a "
+        "StreamIsActive watches it, its oldest job is near or over targetAge, it changes or KEDA "
+        "asks after a pause; a value at or below sampleInterval reads every queue at its "
+        "sampleInterval always (docs/operating.md, Sampling)",
+    )
+    serve_cmd.add_argument(
+        "--broker-command-budget",
+        type=_positive_float,
+        default=None,
+        metavar="N",
+        help="at most N commands (requests) per second to each broker URL: the least urgent "
+        "queues are read less often first, up to --slow-sample-interval, then up to 120s "
+        "(default: no budget)",
+    )
+    serve_cmd.add_argument(
+        "--history-checkpoint",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write the queues' arrival histories to DIR/<host name>.json every 15s and at "
+        "shutdown, and resume a queue's from the newest file there: on an emptyDir a restarted "
+        "container, on a shared volume a replica taking over, estimates ages at once "
+        "(docs/operating.md, Restarts and failover)",
+    )
+    serve_cmd.add_argument(
         "--health-port",
         type=int,
         help="also serve grpc.health.v1 alone in plain text on this port, for kubelet's gRPC "
@@ -371,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
             max_history_samples=args.max_history_samples,
             probe_interval=args.probe_interval,
             max_connections_per_broker=args.max_connections_per_broker,
+            slow_sample_interval=args.slow_sample_interval,
+            broker_command_budget=args.broker_command_budget,
+            history_checkpoint=args.history_checkpoint,
         )
         try:
             asyncio.run(serve(config))

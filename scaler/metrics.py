@@ -12,16 +12,19 @@ import threading
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from brokers.base import QueueSnapshot
 from scaler.limits import MAX_TRIGGER_SERIES
 from scaler.signals import oldest_age
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Mapping
     from wsgiref.simple_server import WSGIServer
 
     from brokers.base import QueueSource
+    from brokers.connections import Traffic
     from scaler.arrival_history import ArrivalHistory
     from scaler.ceilings.headroom import Headroom
     from scaler.ceilings.limit import Ceiling
@@ -51,6 +54,48 @@ def _queue_labels(source: QueueSource) -> tuple[str, str, str]:
 
 def _value(number: float | None) -> float:
     return math.nan if number is None else number
+
+
+def broker_kind(url: str) -> str:
+    """The broker a URL is for, as a label (never the URL: it may hold a password)."""
+    scheme = url.partition(":")[0].lower()
+    if scheme in ("redis", "rediss", "unix"):
+        return "redis"
+    if scheme in ("amqp", "amqps"):
+        return "rabbitmq"
+    return label(scheme)
+
+
+class _TrafficCollector(Collector):
+    """What the samplers sent each kind of broker: read from the server's connections at each
+    scrape."""
+
+    def __init__(self) -> None:
+        #: the traffic per broker URL (none until a server's connections are watched)
+        self.read: Callable[[], Mapping[str, Traffic]] = dict
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        commands = CounterMetricFamily(
+            f"{PREFIX}_broker_commands",
+            "Commands the samplers sent (Redis: each command of a pipeline, MULTI and EXEC "
+            "included)",
+            labels=["broker"],
+        )
+        trips = CounterMetricFamily(
+            f"{PREFIX}_broker_round_trips",
+            "Round trips that carried them (Redis: one pipeline of many queues' reads)",
+            labels=["broker"],
+        )
+        totals: dict[str, list[int]] = {}
+        for url, traffic in self.read().items():
+            total = totals.setdefault(broker_kind(url), [0, 0])
+            total[0] += traffic.commands
+            total[1] += traffic.round_trips
+        for kind, (sent, carried) in sorted(totals.items()):
+            commands.add_metric([kind], sent)
+            trips.add_metric([kind], carried)
+        yield commands
+        yield trips
 
 
 class Metrics:
@@ -85,7 +130,18 @@ class Metrics:
             "Age of the oldest waiting job at the last sample, as the policy reads it: from a job "
             "timestamp or estimated from the arrival history (precision: signal_precision)",
         )
+        self.sample_interval = queue_gauge(
+            "queue_sample_interval_seconds",
+            "The interval planned after the last sample: the trigger's sampleInterval while the "
+            "queue is urgent (watched, near its target, changing, asked after a pause), longer up "
+            "to serve --slow-sample-interval while idle or steady, or as the broker's budget "
+            "allows. Estimated ages are as good as one interval; over a longer interval a list "
+            "empties between samples more often, and its counts are then lower bounds "
+            "(signal_precision)",
+        )
         self.samples = Counter(f"{PREFIX}_samples", "Samples taken", QUEUE_LABELS, registry=r)
+        self._traffic = _TrafficCollector()
+        r.register(self._traffic)
         self.sample_errors = Counter(
             f"{PREFIX}_sample_errors", "Samples that failed", (*QUEUE_LABELS, "error"), registry=r
         )
@@ -191,11 +247,15 @@ class Metrics:
         snapshot: QueueSnapshot,
         seconds: float,
         arrivals: ArrivalHistory | None = None,
+        *,
+        interval: float | None = None,
     ) -> None:
         """One sample of ``source``; ``arrivals``, the queue's arrival history with the sample in
-        it, estimates the age where the sample has no enqueue time, as the policy does."""
+        it, estimates the age where the sample has no enqueue time, as the policy does;
+        ``interval`` the one planned until the next."""
         labels = _queue_labels(source)
         self.samples.labels(*labels).inc()
+        self.sample_interval.labels(*labels).set(_value(interval))
         self.sample_duration.observe(seconds)
         self.depth.labels(*labels).set(_value(snapshot.depth))
         self.in_flight.labels(*labels).set(_value(snapshot.in_flight))
@@ -209,6 +269,10 @@ class Metrics:
         for kind in snapshot.warnings:
             self.sample_warnings.labels(*labels, kind).inc()
 
+    def watch_traffic(self, read: Callable[[], Mapping[str, Traffic]]) -> None:
+        """Export the broker traffic ``read`` returns (per broker URL) at each scrape."""
+        self._traffic.read = read
+
     def record_sample_error(self, source: QueueSource, error: str) -> None:
         self.sample_errors.labels(*_queue_labels(source), error).inc()
 
@@ -221,6 +285,7 @@ class Metrics:
             self.paused,
             self.consumer_capacity,
             self.oldest_age,
+            self.sample_interval,
         ):
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)

@@ -18,6 +18,7 @@ from scaler.evaluation import Evaluator
 from scaler.metrics import Metrics
 from scaler.policy import Decision
 from scaler.profiles import Profile
+from scaler.sample_schedule import SLOW_INTERVAL, Urgency
 from scaler.sampler import SamplerRegistry
 from scaler.signals import Figure, QueueSignals
 from scaler.spec import parse_metadata
@@ -64,7 +65,27 @@ async def probe(
     # what the samples warned about (an unreadable timestamp, a management API that is down...)
     out["warnings"] = sorted({kind for snapshot in history for kind in snapshot.warnings})
     out["warnings"] += decision.ceiling_warnings  # a probe that cannot read, and what it does
+    out.update(_sampling(spec, sampler.urgency))
     return out
+
+
+def _sampling(spec: TriggerSpec, urgency: Urgency) -> dict[str, Any]:
+    """How a server at its defaults would read this queue now, and what that does to the
+    figures' precision (probe itself reads it every ``sampleInterval``)."""
+    fast = urgency.fast
+    interval = spec.sample_interval if fast else max(spec.sample_interval, SLOW_INTERVAL)
+    why = "fast" if fast else "slow"
+    return {
+        "urgency": urgency.name.lower().replace("_", " "),
+        "server_sample_interval_seconds": interval,
+        "sampling": (
+            f"{why}: a server reads this queue every {interval:g}s now (sampleInterval "
+            f"{spec.sample_interval:g}s while watched, near targetAge, changing or asked after a "
+            f"pause; up to --slow-sample-interval, {SLOW_INTERVAL:g}s by default, while idle or "
+            "steady); an estimated age is good to about one interval, and over a longer one a "
+            "list empties between samples more often, its counts then lower bounds"
+        ),
+    }
 
 
 def _number(value: float | None) -> float | None:

@@ -2,8 +2,11 @@
 
 A sampler reads its queue on its own schedule and keeps a bounded history of snapshots; RPCs
 read that history and never wait on the broker once the queue is warm. It samples at the
-shortest ``sampleInterval`` among the live triggers on the queue and keeps the longest
-``rateWindow`` among them (:mod:`scaler.sample_schedule`); a faster trigger takes effect at once.
+shortest ``sampleInterval`` among the live triggers on the queue while the queue needs it (watched,
+near its target, changing, asked about after a pause), slower up to the slow bound while it is
+idle or steady, and keeps the longest ``rateWindow`` among them (:mod:`scaler.sample_schedule`);
+a faster trigger takes effect at once. The samplers of one broker share its budget of commands
+per second, if the operator set one (:class:`BrokerPacer`).
 A failing source backs off. A sampler nobody asked about for a long while stops and releases its
 connection; at shutdown every sampler stops within a bounded time, whatever it waits on.
 """
@@ -14,11 +17,12 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator
 
 from brokers.base import AdapterFactory, QueueAdapter, QueueSnapshot, QueueSource
-from brokers.connections import Connections
+from brokers.connections import Connections, Traffic
 from scaler.errors import (
     BrokerUnreachable,
     QueueMisconfigured,
@@ -28,10 +32,25 @@ from scaler.errors import (
     Unavailable,
 )
 from scaler.failure_log import REPORT_EVERY, FailureLog
+from scaler.history_checkpoint import WRITE_EVERY, Checkpoints, Entry, entry_of, source_key
 from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.sample_history import SampleHistory
-from scaler.sample_schedule import LIVE_FOR, Demand, Demands, pause_after
+from scaler.sample_schedule import (
+    ASK_PAUSE,
+    FAST_AFTER_ASK,
+    LIVE_FOR,
+    Demand,
+    Demands,
+    Urgency,
+    Wanted,
+    allocate,
+    changed,
+    next_interval,
+    pause_after,
+    urgency,
+)
+from scaler.signals import oldest_age
 from scaler.trigger_spec import TriggerSpec
 
 log = logging.getLogger(__name__)
@@ -49,6 +68,70 @@ MAX_SAMPLE_TIMEOUT = 10.0
 MAX_HISTORY = 10_000
 #: the longest wait for an adapter to release its connection when its sampler stops
 ADAPTER_CLOSE_TIMEOUT = 1.0
+#: a broker's pacer works its samplers' intervals out again at most this often
+PACE_EVERY = 2.0
+#: commands per sample a pacer assumes until it has measured its broker's
+ASSUMED_COMMANDS_PER_SAMPLE = 2.0
+
+
+class BrokerPacer:
+    """Keeps the samples of one broker within a budget of commands per second: every
+    :data:`PACE_EVERY` seconds it measures the broker's commands per sample (its
+    :class:`~brokers.connections.Traffic` over the samples taken) and gives each sampler a floor
+    on its interval from :func:`~scaler.sample_schedule.allocate`, least urgent queues slowed
+    first."""
+
+    def __init__(self, budget: float, traffic: Traffic) -> None:
+        if budget <= 0:
+            raise ValueError(f"the command budget is {budget}; expected more than 0")
+        self.budget = budget
+        self._traffic = traffic
+        self._samplers: list[Sampler] = []
+        #: per sampler (by id) stretched by the budget: its floor, and its urgency then
+        self._floors: dict[int, tuple[float, Urgency]] = {}
+        self._paced_at = -math.inf
+        self._samples = 0
+        self._measured_from = (traffic.commands, 0)
+        self.commands_per_sample = ASSUMED_COMMANDS_PER_SAMPLE
+
+    def join(self, sampler: Sampler) -> None:
+        self._samplers.append(sampler)
+        self._paced_at = -math.inf
+
+    def leave(self, sampler: Sampler) -> None:
+        with contextlib.suppress(ValueError):
+            self._samplers.remove(sampler)
+        self._floors.pop(id(sampler), None)
+
+    def sampled(self) -> None:
+        self._samples += 1
+
+    def floor(self, sampler: Sampler, now: float, level: Urgency) -> float:
+        """The shortest interval the budget allows ``sampler`` now, at urgency ``level``."""
+        if now - self._paced_at >= PACE_EVERY:
+            self._pace(now)
+        floor = self._floors.get(id(sampler))
+        if floor is None or level > floor[1]:
+            return 0.0
+        return floor[0]
+
+    def _pace(self, now: float) -> None:
+        self._paced_at = now
+        commands, samples = self._measured_from
+        if self._samples - samples >= 20:  # enough samples to measure their cost
+            spent = self._traffic.commands - commands
+            self.commands_per_sample = max(0.1, spent / (self._samples - samples))
+            self._measured_from = (self._traffic.commands, self._samples)
+        samplers = list(self._samplers)
+        wanted = [s.wanted(now) for s in samplers]
+        intervals = allocate(wanted, self.budget / self.commands_per_sample)
+        # only the queues the budget stretched get a floor, kept while they are no more urgent
+        # than they were (one that becomes urgent before the next pacing is not held back)
+        self._floors = {
+            id(s): (x, w.urgency)
+            for s, w, x in zip(samplers, wanted, intervals, strict=True)
+            if x > w.interval
+        }
 
 
 class Sampler:
@@ -65,8 +148,15 @@ class Sampler:
         live_for: float = LIVE_FOR,
         max_history: int = MAX_HISTORY,
         report_every: float = REPORT_EVERY,
+        slow_interval: float | None = None,
+        pacer: BrokerPacer | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.source = source
+        self._checkpoints = checkpoints
+        #: the slow bound (None: always the fast interval)
+        self.slow_interval = slow_interval
+        self._pacer = pacer
         self.idle_after = idle_after
         self.last_error: ScalerError | None = None
         #: failed samples in a row (0 after a success): the backoff
@@ -92,6 +182,14 @@ class Sampler:
         #: a stream started watching) or the sampler should stop
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: the urgency and the relaxed interval after the newest sample, and the interval then
+        #: planned (staleness is judged by it)
+        self.urgency = Urgency.CHANGING
+        self._relaxed = first.interval
+        self._planned = first.interval
+        self._previous: QueueSnapshot | None = None
+        #: KEDA asked after a pause: the queue is fast until then (monotonic)
+        self._fast_until = -math.inf
 
     # -- what triggers do ------------------------------------------------------------------
 
@@ -105,15 +203,31 @@ class Sampler:
         """The longest rate window among the live triggers: the history covers it."""
         return self._demands.window(time.monotonic())
 
-    def ask(self, interval: float, window: float) -> None:
+    @property
+    def actual_interval(self) -> float:
+        """The interval in force now: the fast one while the queue is urgent, else relaxed up
+        to the slow bound; no shorter than the broker's budget allows."""
+        return self._actual(time.monotonic())
+
+    def ask(self, interval: float, window: float, target_age: float | None = None) -> None:
         """Note a trigger's request: keeps the sampler alive and its demand live. An interval
-        shorter than the one followed so far takes effect now, not after the current pause."""
+        shorter than the one followed so far takes effect now, not after the current pause; so
+        does the fast interval when KEDA asks after a pause (:data:`ASK_PAUSE`)."""
         now = time.monotonic()
+        paused = now - self._last_asked > ASK_PAUSE
         self._last_asked = now
         before = self._demands.interval(now)
-        self._demands.ask(Demand(interval, window), now)
-        if interval < before:
+        self._demands.ask(Demand(interval, window, target_age), now)
+        if paused:
+            self._fast_until = now + FAST_AFTER_ASK
+        if interval < before:  # a trigger asks for fresher samples: they are judged by its
+            self._planned = min(self._planned, interval)
+        if interval < before or (paused and self._first.is_set()):
             self._wake.set()
+
+    def wanted(self, now: float) -> Wanted:
+        """What this queue wants of its broker's budget."""
+        return Wanted(self._unpaced(now), self._slow(now), self._urgency_now(now))
 
     async def history(self, first_timeout: float) -> tuple[QueueSnapshot, ...]:
         """The recent snapshots, oldest first; raises Unavailable when there is no fresh one.
@@ -138,8 +252,8 @@ class Sampler:
             detail = f"; last error: {self.last_error}" if self.last_error else ""
             raise SampleStale(
                 f"the newest sample of {self.source.describe()} is {age:.1f}s old "
-                f"(more than {STALE_AFTER_INTERVALS} sample intervals of {self.interval:g}s)"
-                f"{detail}"
+                f"(more than {STALE_AFTER_INTERVALS} sample intervals of "
+                f"{self._stale_interval():g}s){detail}"
             )
         return self._history.view  # immutable: the next sample makes a new one
 
@@ -163,7 +277,13 @@ class Sampler:
 
     def _too_old(self) -> bool:
         age = time.monotonic() - self._last_success
-        return age > STALE_AFTER_INTERVALS * self.interval
+        return age > STALE_AFTER_INTERVALS * self._stale_interval()
+
+    def _stale_interval(self) -> float:
+        """The interval a sample's age is judged by: the one planned after the newest sample,
+        or the one in force now if longer (a budget that stretched it), never the configured
+        minimum alone."""
+        return max(self._planned, self.actual_interval)
 
     def _due_within(self, seconds: float) -> bool:
         """A sample is under way, or the next one is due within ``seconds``."""
@@ -172,10 +292,35 @@ class Sampler:
 
     def _pause(self) -> float:
         """The pause from one sample's start to the next's, as things stand now."""
-        interval = self.interval
+        return pause_after(self.actual_interval, self.failures)
+
+    def _fast(self, now: float) -> float:
+        interval = self._demands.interval(now)
+        return min(interval, WATCHED_INTERVAL) if self._watchers else interval
+
+    def _slow(self, now: float) -> float:
+        fast = self._fast(now)
+        return fast if self.slow_interval is None else max(fast, self.slow_interval)
+
+    def _urgency_now(self, now: float) -> Urgency:
+        """The newest sample's urgency, raised while watched or right after KEDA asked."""
         if self._watchers:
-            interval = min(interval, WATCHED_INTERVAL)
-        return pause_after(interval, self.failures)
+            return Urgency.WATCHED
+        if now < self._fast_until and self.urgency < Urgency.ASKED:
+            return Urgency.ASKED
+        return self.urgency
+
+    def _unpaced(self, now: float) -> float:
+        fast = self._fast(now)
+        if self._urgency_now(now).fast:
+            return fast
+        return max(fast, min(self._slow(now), self._relaxed))
+
+    def _actual(self, now: float) -> float:
+        interval = self._unpaced(now)
+        if self._pacer is not None:
+            interval = max(interval, self._pacer.floor(self, now, self._urgency_now(now)))
+        return interval
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -261,13 +406,55 @@ class Sampler:
         self._changed.set()
         self._changed = asyncio.Event()
 
+    def checkpoint(self, now: float) -> Entry | None:
+        """This queue's arrival history for a checkpoint (None before two samples)."""
+        if self._previous is None:
+            return None
+        return entry_of(self.arrivals, self._previous.counts_source, now)
+
+    def _resume(self, first: QueueSnapshot) -> None:
+        """Put the checkpointed history of the queue, if any, before the first sample's."""
+        if self._checkpoints is None:
+            return
+        entry = self._checkpoints.lookup(source_key(self.source), time.time())
+        points = entry.shifted(first) if entry is not None else None
+        if entry is not None and points:
+            self.arrivals.restore(points)
+            log.info(
+                "resumed the arrival history of %s from a checkpoint written %.0fs ago",
+                self.source.describe(),
+                time.time() - entry.written_at,
+            )
+
     def _succeeded(self, snapshot: QueueSnapshot, seconds: float) -> None:
         self._history.append(snapshot, window=self.window, interval=self.interval)
-        self._last_success = time.monotonic()
+        if self._previous is None:
+            self._resume(snapshot)
+        self._last_success = now = time.monotonic()
         self.last_error = None
         self.failures = 0
         self._failure_log.succeeded()
-        self._metrics.record_sample(self.source, snapshot, seconds, self.arrivals)
+        self._plan(snapshot, now)
+        self._metrics.record_sample(
+            self.source, snapshot, seconds, self.arrivals, interval=self._planned
+        )
+
+    def _plan(self, snapshot: QueueSnapshot, now: float) -> None:
+        """The urgency and the next interval after a sample."""
+        previous, self._previous = self._previous, snapshot
+        age = oldest_age(snapshot, self.arrivals).value
+        self.urgency = urgency(
+            watched=False,  # read live: a stream may start or end before the next sample
+            age=age,
+            target_age=self._demands.target_age(now),
+            asked_after_pause=False,  # likewise
+            moved=changed(previous, snapshot),
+            busy=bool(snapshot.depth) or bool(snapshot.in_flight),
+        )
+        self._relaxed = next_interval(self._relaxed, self.urgency, self._fast(now), self._slow(now))
+        self._planned = self._actual(now)
+        if self._pacer is not None:
+            self._pacer.sampled()
 
     def _failed(self, error: ScalerError, *, cause: Exception | None = None) -> None:
         self._failure_log.failed(cause or error, time.monotonic())
@@ -297,7 +484,14 @@ class SamplerRegistry:
         report_every: float = REPORT_EVERY,
         limits: Limits | None = None,
         connections: Connections | None = None,
+        slow_interval: float | None = None,
+        broker_budget: float | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
+        """``slow_interval``: the slow bound of every queue's interval (None: queues are read at
+        their fast interval always); ``broker_budget``: commands per second per broker URL
+        (None: no budget); ``checkpoints``: where the arrival histories are checkpointed and
+        resumed from (None: nowhere)."""
         if max_history < 2:
             raise ValueError(f"max_history must be at least 2 snapshots, not {max_history}")
         self._open_adapter = open_adapter
@@ -314,6 +508,12 @@ class SamplerRegistry:
         self._samplers: dict[QueueSource, Sampler] = {}
         #: samplers per broker URL
         self._per_broker: collections.Counter[str] = collections.Counter()
+        self.slow_interval = slow_interval
+        self.broker_budget = broker_budget
+        #: per broker URL, with a budget
+        self._pacers: dict[str, BrokerPacer] = {}
+        self.checkpoints = checkpoints
+        self._writer: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:
         return len(self._samplers)
@@ -325,22 +525,40 @@ class SamplerRegistry:
             if self._closed:
                 raise Unavailable("the scaler is shutting down")
             self._check_room(spec.source)
+            pacer = self._pacer(spec.source.url)
             sampler = Sampler(
                 spec.source,
                 self._open_adapter(spec.source, self.connections),
                 self._metrics,
-                Demand(spec.sample_interval, spec.rate_window),
+                Demand(spec.sample_interval, spec.rate_window, spec.target_age),
                 idle_after=self._idle_after,
                 live_for=self.live_for,
                 max_history=self._max_history,
                 report_every=self._report_every,
+                slow_interval=self.slow_interval,
+                pacer=pacer,
+                checkpoints=self.checkpoints,
             )
             self._samplers[spec.source] = sampler
             self._per_broker[spec.source.url] += 1
+            if pacer is not None:
+                pacer.join(sampler)
+            if self.checkpoints is not None and self._writer is None:
+                self._writer = asyncio.create_task(self._write_checkpoints(), name="checkpoints")
             sampler.start(self._forget)
             log.info("started sampling %s every %gs", spec.source.describe(), spec.sample_interval)
-        sampler.ask(spec.sample_interval, spec.rate_window)
+        sampler.ask(spec.sample_interval, spec.rate_window, spec.target_age)
         return sampler
+
+    def _pacer(self, url: str) -> BrokerPacer | None:
+        if self.broker_budget is None:
+            return None
+        pacer = self._pacers.get(url)
+        if pacer is None:
+            pacer = self._pacers[url] = BrokerPacer(
+                self.broker_budget, self.connections.traffic(url)
+            )
+        return pacer
 
     def _check_room(self, source: QueueSource) -> None:
         """Refuse a new queue past the server's limits; the queues sampled already go on."""
@@ -361,13 +579,38 @@ class SamplerRegistry:
     def _forget(self, sampler: Sampler) -> None:
         if self._samplers.get(sampler.source) is sampler:
             del self._samplers[sampler.source]
-            self._per_broker[sampler.source.url] -= 1
-            if not self._per_broker[sampler.source.url]:
-                del self._per_broker[sampler.source.url]
+            url = sampler.source.url
+            self._per_broker[url] -= 1
+            if url in self._pacers:
+                self._pacers[url].leave(sampler)
+            if not self._per_broker[url]:
+                del self._per_broker[url]
+                self._pacers.pop(url, None)
+
+    def checkpoint_entries(self) -> dict[str, Entry]:
+        now = time.time()
+        entries = {source_key(s.source): s.checkpoint(now) for s in self._samplers.values()}
+        return {key: entry for key, entry in entries.items() if entry is not None}
+
+    async def write_checkpoint(self) -> None:
+        """Write this server's checkpoint now (off the event loop: it may be megabytes)."""
+        if self.checkpoints is not None:
+            await asyncio.to_thread(self.checkpoints.write, self.checkpoint_entries())
+
+    async def _write_checkpoints(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(WRITE_EVERY)
+            await self.write_checkpoint()
 
     async def aclose(self, timeout: float = 5.0) -> None:
-        """Stop every sampler, within about ``timeout`` seconds in all."""
+        """Stop every sampler, within about ``timeout`` seconds in all (the checkpoint, if
+        any, written first)."""
         self._closed = True
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                async with asyncio.timeout(timeout / 2):
+                    await self.write_checkpoint()
         samplers = list(self._samplers.values())
         ended = await asyncio.gather(*(s.aclose(timeout) for s in samplers))
         if self._owns_connections:

@@ -12,6 +12,7 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
@@ -32,10 +33,12 @@ from scaler.ceilings.registry import REFRESH_INTERVAL, ProbeRegistry
 from scaler.errors import CannotListen
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.history_checkpoint import Checkpoints
 from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.process_memory import freeze_startup_objects, release_free_memory_every
 from scaler.profiles import Profile, as_profiles
+from scaler.sample_schedule import SLOW_INTERVAL
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
 from scaler.service import FIRST_SAMPLE_TIMEOUT, ExternalScalerService
 from scaler.tls import TlsFiles, server_credentials
@@ -91,6 +94,15 @@ class ServerConfig:
     #: connections to one broker (one Redis URL, one management endpoint) at most, shared by
     #: every sampler there (serve --max-connections-per-broker)
     max_connections_per_broker: int = MAX_CONNECTIONS_PER_BROKER
+    #: the slow bound on a queue's sample interval while it is idle or steady (serve
+    #: --slow-sample-interval; None: always the trigger's sampleInterval)
+    slow_sample_interval: float | None = SLOW_INTERVAL
+    #: commands per second per broker URL the samplers keep to (serve --broker-command-budget;
+    #: None: no budget)
+    broker_command_budget: float | None = None
+    #: where the arrival histories are checkpointed and resumed from (serve
+    #: --history-checkpoint; None: nowhere)
+    history_checkpoint: Path | None = None
 
 
 @dataclass
@@ -124,7 +136,13 @@ async def running_server(
         limits=config.limits,
         max_history=config.max_history_samples,
         connections=connections,
+        slow_interval=config.slow_sample_interval,
+        broker_budget=config.broker_command_budget,
+        checkpoints=None
+        if config.history_checkpoint is None
+        else Checkpoints(config.history_checkpoint),
     )
+    metrics.watch_traffic(connections.traffic_by_broker)
     probes = ProbeRegistry(metrics, interval=config.probe_interval, idle_after=config.idle_after)
     service = ExternalScalerService(
         samplers,

@@ -24,7 +24,11 @@ LIVE_FOR = 2.0
 
 @pytest.fixture
 async def server() -> AsyncIterator[RunningServer]:
-    config = ServerConfig(host="127.0.0.1", port=0, metrics_port=0, grace=2.0)
+    # the pace of the live triggers alone: every queue at its fast interval, whether it moves or
+    # not (the adaptive interval is tests/unit/test_adaptive_sampler.py's)
+    config = ServerConfig(
+        host="127.0.0.1", port=0, metrics_port=0, grace=2.0, slow_sample_interval=None
+    )
     async with running_server(config) as running:
         running.samplers.live_for = LIVE_FOR
         yield running

@@ -3,7 +3,22 @@ backoff of a failing source."""
 
 from __future__ import annotations
 
-from scaler.sample_schedule import BACKOFF_CAP, Demand, Demands, pause_after
+import pytest
+
+from brokers.base import QueueSnapshot
+from scaler.sample_schedule import (
+    BACKOFF_CAP,
+    BUDGET_MAX_INTERVAL,
+    Demand,
+    Demands,
+    Urgency,
+    Wanted,
+    allocate,
+    changed,
+    next_interval,
+    pause_after,
+    urgency,
+)
 
 SLOW = Demand(interval=600.0, window=60.0)
 FAST = Demand(interval=1.0, window=30.0)
@@ -53,3 +68,112 @@ def test_the_pause_doubles_per_failure_up_to_the_cap_and_is_the_interval_after_a
 def test_the_backoff_never_samples_faster_than_the_interval() -> None:
     assert pause_after(600.0, 0) == 600.0
     assert pause_after(600.0, 5) == 600.0  # longer than the cap already
+
+
+# -- adaptive intervals -------------------------------------------------------------------------
+
+
+def snapshot(
+    depth: int | None,
+    *,
+    in_flight: int | None = None,
+    consumers: int | None = None,
+    paused: bool | None = None,
+) -> QueueSnapshot:
+    return QueueSnapshot(
+        observed_at=0.0, depth=depth, in_flight=in_flight, consumers=consumers, paused=paused
+    )
+
+
+def test_a_queue_changes_when_work_comes_or_goes_or_its_depth_moves_by_a_tenth() -> None:
+    assert changed(None, snapshot(0))  # the first sample
+    assert changed(snapshot(0), snapshot(1))  # work appeared
+    assert changed(snapshot(3), snapshot(0))  # and went
+    assert changed(snapshot(0, in_flight=0), snapshot(0, in_flight=2))  # jobs started
+    assert changed(snapshot(100), snapshot(112))  # 12 >= 10% of 112
+    assert not changed(snapshot(100), snapshot(111))  # 11 < 11.1
+    assert not changed(snapshot(5), snapshot(6))  # fewer than CHANGE_MIN jobs
+    assert changed(snapshot(5), snapshot(7))
+    assert changed(snapshot(5, consumers=2), snapshot(5, consumers=3))
+    assert changed(snapshot(5, paused=False), snapshot(5, paused=True))
+    assert changed(snapshot(None), snapshot(0))  # known again
+    assert not changed(snapshot(0), snapshot(0))
+
+
+def level(**given: object) -> Urgency:
+    facts: dict[str, object] = {
+        "watched": False,
+        "age": None,
+        "target_age": 60.0,
+        "asked_after_pause": False,
+        "moved": False,
+        "busy": False,
+    }
+    facts.update(given)
+    return urgency(**facts)  # type: ignore[arg-type]
+
+
+def test_urgency_ranks_watched_over_near_target_over_asked_over_changing_over_steady() -> None:
+    assert level() is Urgency.IDLE
+    assert level(busy=True) is Urgency.STEADY
+    assert level(busy=True, moved=True) is Urgency.CHANGING
+    assert level(moved=True, asked_after_pause=True) is Urgency.ASKED
+    assert level(age=29.9, busy=True) is Urgency.STEADY  # under half of the 60 s target
+    assert level(age=30.0, busy=True) is Urgency.NEAR_TARGET
+    assert level(age=300.0, busy=True) is Urgency.NEAR_TARGET  # over it
+    assert level(age=300.0, target_age=None) is Urgency.IDLE  # no target known: not near one
+    assert level(age=300.0, watched=True) is Urgency.WATCHED
+    assert [u.fast for u in Urgency] == [False, False, True, True, True, True]
+
+
+def test_an_idle_queue_slows_down_by_doubling_and_is_fast_again_after_one_urgent_sample() -> None:
+    interval, seen = 1.0, []
+    for _ in range(6):
+        interval = next_interval(interval, Urgency.IDLE, fast=1.0, slow=15.0)
+        seen.append(interval)
+    assert seen == [2.0, 4.0, 8.0, 15.0, 15.0, 15.0]
+    assert next_interval(15.0, Urgency.CHANGING, fast=1.0, slow=15.0) == 1.0
+    assert next_interval(15.0, Urgency.STEADY, fast=1.0, slow=15.0) == 15.0
+    # a slow bound below the trigger's own interval is that interval: no adaptation
+    assert next_interval(30.0, Urgency.IDLE, fast=30.0, slow=15.0) == 30.0
+    # the fast interval is a floor even when the relaxed one was shorter (a slower trigger now)
+    assert next_interval(1.0, Urgency.IDLE, fast=5.0, slow=15.0) == 5.0
+
+
+# -- a broker's budget --------------------------------------------------------------------------
+
+
+def rate(intervals: list[float]) -> float:
+    return sum(1.0 / x for x in intervals)
+
+
+def test_within_the_budget_every_queue_keeps_the_interval_it_wants() -> None:
+    wanted = [Wanted(1.0, 15.0, Urgency.CHANGING)] * 10 + [Wanted(15.0, 15.0, Urgency.IDLE)] * 90
+    assert allocate(wanted, samples_per_second=20.0) == [w.interval for w in wanted]
+
+
+def test_the_budget_slows_the_idle_queues_first_then_the_steady_ones() -> None:
+    hot = [Wanted(1.0, 15.0, Urgency.NEAR_TARGET)] * 5  # 5 samples/s
+    steady = [Wanted(2.0, 15.0, Urgency.STEADY)] * 10  # 5 samples/s
+    idle = [Wanted(4.0, 15.0, Urgency.IDLE)] * 20  # 5 samples/s
+    intervals = allocate([*hot, *steady, *idle], samples_per_second=12.0)
+    assert rate(intervals) == pytest.approx(12.0, rel=1e-6)
+    assert intervals[:5] == [1.0] * 5  # the urgent queues untouched
+    assert intervals[5:15] == [2.0] * 10  # steady ones untouched: stretching the idle was enough
+    assert intervals[15:] == pytest.approx([10.0] * 20)  # 20 / 10 s = 2 samples/s left for them
+
+    intervals = allocate([*hot, *steady, *idle], samples_per_second=7.0)
+    assert rate(intervals) == pytest.approx(7.0, rel=1e-6)
+    assert intervals[15:] == [15.0] * 20  # idle at the slow bound: 1.33 samples/s
+    assert intervals[5:15] == pytest.approx([10 / (7 - 5 - 20 / 15)] * 10)  # steady next
+    assert intervals[:5] == [1.0] * 5
+
+
+def test_past_every_slow_bound_the_budget_stretches_up_to_its_ceiling() -> None:
+    wanted = [Wanted(1.0, 15.0, Urgency.WATCHED)] * 100 + [Wanted(15.0, 15.0, Urgency.IDLE)] * 900
+    intervals = allocate(wanted, samples_per_second=10.0)
+    assert rate(intervals) == pytest.approx(10.0, rel=1e-6)
+    assert intervals[100:] == [BUDGET_MAX_INTERVAL] * 900  # the idle ones first, to the ceiling
+    assert all(15.0 <= x <= BUDGET_MAX_INTERVAL for x in intervals[:100])  # then the watched
+    # a budget too small for everyone at the ceiling leaves them there
+    assert allocate(wanted, samples_per_second=1.0) == [BUDGET_MAX_INTERVAL] * 1000
