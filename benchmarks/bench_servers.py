@@ -23,6 +23,8 @@ SCALER_SERVICE = "externalscaler.ExternalScaler"
 #: time to start a server, see it ready and warm it up
 READY_TIMEOUT = 30.0
 WARMUP_TIMEOUT = 30.0
+#: the longest one warm-up sequence may take
+CALL_TIMEOUT = 10.0
 
 
 def server_command(
@@ -110,10 +112,12 @@ async def warm_up(
         async def one(ref: pb.ScaledObjectRef) -> str | None:
             async with limit:
                 try:
-                    await keda_sequence(stub, ref)
+                    await asyncio.wait_for(keda_sequence(stub, ref), CALL_TIMEOUT)
                     return None
                 except grpc.aio.AioRpcError as error:
                     return f"{error.code().name}: {error.details()}"
+                except TimeoutError:
+                    return f"no answer within {CALL_TIMEOUT:g}s"
 
         while pending:
             failures = await asyncio.gather(*(one(ref) for ref in pending))
