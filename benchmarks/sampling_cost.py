@@ -133,14 +133,13 @@ async def watch_ages(
     samplers: dict[str, list[Sampler]], stop: asyncio.Event, ages: dict[str, list[float]]
 ) -> None:
     while not stop.is_set():
-        now = time.time()
         for kind, group in samplers.items():
             for sampler in group:
                 try:
                     view = await sampler.history(first_timeout=0.0)
                 except Exception:  # a stale queue: counted among the errors
                     continue
-                ages[kind].append(now - view[-1].observed_at)
+                ages[kind].append(time.time() - view[-1].observed_at)
         await asyncio.sleep(0.25)
 
 

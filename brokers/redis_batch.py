@@ -81,7 +81,9 @@ class RedisBatcher:
         return await group.replies
 
     def _flush(self) -> None:
-        pending, self._pending = self._pending, []
+        # a group whose caller gave up (its sample's timeout, a stop) is not sent
+        pending = [group for group in self._pending if not group.replies.done()]
+        self._pending = []
         batch: list[_Group] = []
         size = 0
         for group in pending:

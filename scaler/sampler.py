@@ -18,6 +18,7 @@ import collections
 import contextlib
 import logging
 import math
+import random
 import time
 from collections.abc import Callable, Iterator
 
@@ -72,6 +73,16 @@ ADAPTER_CLOSE_TIMEOUT = 1.0
 PACE_EVERY = 2.0
 #: commands per sample a pacer assumes until it has measured its broker's
 ASSUMED_COMMANDS_PER_SAMPLE = 2.0
+#: samples of one broker under way at once, at most; the others wait for a place before their
+#: timeout starts, so more samples due than the process takes at once queue up (late, and
+#: answered) instead of all timing out together (10,000 queues' first samples, say)
+MAX_SAMPLES_IN_FLIGHT = 256
+#: the pause before the next sample is cut by a random share of up to this much: of a relaxed
+#: interval, so queues that slowed down together do not stay in step ...
+RELAXED_JITTER = 0.2
+#: ... and of a failing source's back-off, so queues that failed together (a broker's outage,
+#: a burst of first samples more than the process can take at once) do not retry together
+BACKOFF_JITTER = 0.5
 
 
 class BrokerPacer:
@@ -151,9 +162,12 @@ class Sampler:
         slow_interval: float | None = None,
         pacer: BrokerPacer | None = None,
         checkpoints: Checkpoints | None = None,
+        slots: asyncio.Semaphore | None = None,
     ) -> None:
         self.source = source
         self._checkpoints = checkpoints
+        #: the places for samples of this queue's broker
+        self._slots = slots or asyncio.Semaphore(1)
         #: the slow bound (None: always the fast interval)
         self.slow_interval = slow_interval
         self._pacer = pacer
@@ -190,6 +204,8 @@ class Sampler:
         self._previous: QueueSnapshot | None = None
         #: KEDA asked after a pause: the queue is fast until then (monotonic)
         self._fast_until = -math.inf
+        #: the share of the next pause taken (1: all of it; less: jittered)
+        self._jitter = 1.0
 
     # -- what triggers do ------------------------------------------------------------------
 
@@ -291,8 +307,11 @@ class Sampler:
         return self._sampling or due - time.monotonic() <= seconds
 
     def _pause(self) -> float:
-        """The pause from one sample's start to the next's, as things stand now."""
-        return pause_after(self.actual_interval, self.failures)
+        """The pause from one sample's start to the next's, as things stand now: never shorter
+        than the fast interval, nor longer than the interval in force (or the back-off)."""
+        now = time.monotonic()
+        pause = pause_after(self._actual(now), self.failures)
+        return max(self._fast(now), pause * self._jitter)
 
     def _fast(self, now: float) -> float:
         interval = self._demands.interval(now)
@@ -379,7 +398,7 @@ class Sampler:
             MAX_SAMPLE_TIMEOUT, max(MIN_SAMPLE_TIMEOUT, self.interval * STALE_AFTER_INTERVALS)
         )
         try:
-            async with asyncio.timeout(timeout):
+            async with self._slots, asyncio.timeout(timeout):
                 snapshot = await self._adapter.sample()
         except TimeoutError:
             self._failed(
@@ -453,6 +472,7 @@ class Sampler:
         )
         self._relaxed = next_interval(self._relaxed, self.urgency, self._fast(now), self._slow(now))
         self._planned = self._actual(now)
+        self._jitter = 1.0 - random.uniform(0.0, RELAXED_JITTER) if not self.urgency.fast else 1.0
         if self._pacer is not None:
             self._pacer.sampled()
 
@@ -463,6 +483,7 @@ class Sampler:
         error.__traceback__ = error.__context__ = error.__cause__ = None
         self.last_error = error
         self.failures += 1
+        self._jitter = 1.0 - random.uniform(0.0, BACKOFF_JITTER)
         self._metrics.record_sample_error(self.source, type(error).__name__)
 
 
@@ -514,6 +535,8 @@ class SamplerRegistry:
         self._pacers: dict[str, BrokerPacer] = {}
         self.checkpoints = checkpoints
         self._writer: asyncio.Task[None] | None = None
+        #: per broker URL: the places for its samples under way
+        self._slots: dict[str, asyncio.Semaphore] = {}
 
     def __len__(self) -> int:
         return len(self._samplers)
@@ -538,6 +561,9 @@ class SamplerRegistry:
                 slow_interval=self.slow_interval,
                 pacer=pacer,
                 checkpoints=self.checkpoints,
+                slots=self._slots.setdefault(
+                    spec.source.url, asyncio.Semaphore(MAX_SAMPLES_IN_FLIGHT)
+                ),
             )
             self._samplers[spec.source] = sampler
             self._per_broker[spec.source.url] += 1
@@ -586,6 +612,7 @@ class SamplerRegistry:
             if not self._per_broker[url]:
                 del self._per_broker[url]
                 self._pacers.pop(url, None)
+                self._slots.pop(url, None)
 
     def checkpoint_entries(self) -> dict[str, Entry]:
         now = time.time()
