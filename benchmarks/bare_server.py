@@ -8,7 +8,8 @@ this machine: whatever it costs is gRPC and protobuf, not the scaler's own work.
 built-in Redis Lists scaler does (kedacore/keda ``pkg/scalers/redis_scaler.go``): on every
 ``GetMetrics`` and every ``IsActive`` it runs one ``EVAL`` of a Lua script that reads the key's
 ``TYPE`` and then its length with ``ZCARD``, ``SCARD``, ``HLEN`` or ``LLEN`` (a missing key reads
-as an empty list). The key is the trigger's ``listName`` or, as in the Sidekiq layout, ``queue:``
+as an empty list), or ``XLEN`` for a stream (KEDA's Redis Streams scaler reads one such figure per
+call too). The key is the trigger's ``listName`` or, as in the Sidekiq layout, ``queue:``
 followed by the trigger's ``queue``. ``GetMetricSpec`` does not touch Redis, as in KEDA.
 
 Both serve on 127.0.0.1 by default and stop on SIGTERM or SIGINT.
@@ -38,7 +39,8 @@ from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 KEDA_LENGTH_SCRIPT = """
 local key = KEYS[1]
 local kind = redis.call('TYPE', key).ok
-local command = {zset = 'ZCARD', set = 'SCARD', list = 'LLEN', hash = 'HLEN', none = 'LLEN'}
+local command = {zset = 'ZCARD', set = 'SCARD', list = 'LLEN', hash = 'HLEN', stream = 'XLEN',
+                 none = 'LLEN'}
 return redis.call(command[kind], key)
 """
 #: KEDA's default ``listLength`` (the HPA target) and ``activationListLength``

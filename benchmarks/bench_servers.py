@@ -23,15 +23,20 @@ SCALER_SERVICE = "externalscaler.ExternalScaler"
 #: time to start a server, see it ready and warm it up
 READY_TIMEOUT = 30.0
 WARMUP_TIMEOUT = 30.0
+#: the longest one warm-up sequence may take
+CALL_TIMEOUT = 10.0
 
 
-def server_command(kind: str, port: int, redis_url: str) -> list[str]:
+def server_command(
+    kind: str, port: int, redis_url: str, serve_options: Sequence[str] = ("--no-metrics",)
+) -> list[str]:
+    """``ours``: the real command, with ``serve_options``; else a reference server."""
     if kind == "ours":
         entry = ROOT / ".venv" / "bin" / "queue-age-scaler"
         # ``python -m scaler`` is the same main() when the entry point is not installed;
         # --log-level belongs to the main parser, so it goes before ``serve``
         base = [str(entry)] if entry.exists() else [sys.executable, "-m", "scaler"]
-        serve = ["serve", "--host", "127.0.0.1", "--port", str(port), "--no-metrics"]
+        serve = ["serve", "--host", "127.0.0.1", "--port", str(port), *serve_options]
         return [*base, "--log-level", "WARNING", *serve]
     command = [sys.executable, "-m", "benchmarks.bare_server", str(port)]
     return [*command, "--keda-redis", redis_url] if kind == "keda" else command
@@ -39,7 +44,7 @@ def server_command(kind: str, port: int, redis_url: str) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def started_server(
-    kind: str, redis_url: str, pin: list[str]
+    kind: str, redis_url: str, pin: list[str], serve_options: Sequence[str] = ("--no-metrics",)
 ) -> AsyncIterator[tuple[int, int, Path]]:
     """The server as a child process: (pid, port, log file); stopped, then killed, on exit."""
     port = free_port()
@@ -47,7 +52,7 @@ async def started_server(
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
             *pin,
-            *server_command(kind, port, redis_url),
+            *server_command(kind, port, redis_url, serve_options),
             cwd=ROOT,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log,
@@ -91,9 +96,14 @@ async def wait_ready(kind: str, port: int, log_path: Path) -> None:
     )
 
 
-async def warm_up(port: int, refs: Sequence[pb.ScaledObjectRef], log_path: Path) -> None:
+async def warm_up(
+    port: int,
+    refs: Sequence[pb.ScaledObjectRef],
+    log_path: Path,
+    timeout: float = WARMUP_TIMEOUT,
+) -> None:
     """One sequence per ScaledObject (so every queue has been asked for once), until all pass."""
-    deadline = time.monotonic() + WARMUP_TIMEOUT
+    deadline = time.monotonic() + timeout
     pending = list(refs)
     limit = asyncio.Semaphore(20)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -102,10 +112,12 @@ async def warm_up(port: int, refs: Sequence[pb.ScaledObjectRef], log_path: Path)
         async def one(ref: pb.ScaledObjectRef) -> str | None:
             async with limit:
                 try:
-                    await keda_sequence(stub, ref)
+                    await asyncio.wait_for(keda_sequence(stub, ref), CALL_TIMEOUT)
                     return None
                 except grpc.aio.AioRpcError as error:
                     return f"{error.code().name}: {error.details()}"
+                except TimeoutError:
+                    return f"no answer within {CALL_TIMEOUT:g}s"
 
         while pending:
             failures = await asyncio.gather(*(one(ref) for ref in pending))
@@ -115,7 +127,7 @@ async def warm_up(port: int, refs: Sequence[pb.ScaledObjectRef], log_path: Path)
             if time.monotonic() > deadline:
                 first = next(f for f in failures if f)
                 raise RuntimeError(
-                    f"warm-up: {len(pending)} ScaledObjects still fail after {WARMUP_TIMEOUT:g}s, "
+                    f"warm-up: {len(pending)} ScaledObjects still fail after {timeout:g}s, "
                     f"e.g. {first}; server log:\n{log_tail(log_path)}"
                 )
             await asyncio.sleep(0.5)

@@ -161,12 +161,15 @@ def pinning(options: Options) -> tuple[list[str], list[str]]:
     return ["taskset", "-c", str(cpus[0])], ["taskset", "-c", rest]
 
 
-async def run_worker(config: dict[str, Any], pin: list[str]) -> dict[str, Any]:
+async def run_worker(
+    config: dict[str, Any], pin: list[str], module: str = "benchmarks.keda_poll"
+) -> dict[str, Any]:
+    """A load generator (``python -m module --worker``): config on stdin, result on stdout."""
     proc = await asyncio.create_subprocess_exec(
         *pin,
         sys.executable,
         "-m",
-        "benchmarks.keda_poll",
+        module,
         "--worker",
         cwd=ROOT,
         stdin=asyncio.subprocess.PIPE,

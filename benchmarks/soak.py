@@ -33,6 +33,7 @@ from pathlib import Path
 
 import grpc
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from benchmarks.hostile import percentile, rss_kib
 from benchmarks.processes import ROOT, free_port, process_cpu
@@ -50,20 +51,26 @@ class Minute:
     latencies: list[float] = field(default_factory=list)
 
 
-async def add_job(client: aioredis.Redis, fmt: str, queue: str) -> None:
-    now = time.time()
+async def add_job(
+    client: aioredis.Redis | Pipeline, fmt: str, queue: str, stamp: float | None = None
+) -> None:
+    """One job enqueued at ``stamp`` (now by default), as the format's library lays it out; on a
+    pipeline, queued for its next round trip."""
+    now = time.time() if stamp is None else stamp
     if fmt == "sidekiq":
         job = {"class": "W", "args": [], "jid": uuid.uuid4().hex, "enqueued_at": now}
         await client.lpush(f"queue:{queue}", json.dumps(job))
     elif fmt == "rq":
         job_id = uuid.uuid4().hex
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(now))
-        await client.hset(f"rq:job:{job_id}", mapping={"enqueued_at": stamp})
+        whole = int(now)
+        micros = int((now - whole) * 1e6)
+        stamp_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{micros:06d}Z"
+        await client.hset(f"rq:job:{job_id}", mapping={"enqueued_at": stamp_text})
         await client.rpush(f"rq:queue:{queue}", job_id)
     elif fmt == "list":
         await client.lpush(queue, json.dumps({"enqueued_at": now}))
-    else:
-        await client.xadd(queue, {"job": "1"})
+    else:  # the entry's id carries its time, as XADD * makes it
+        await client.xadd(queue, {"job": "1"}, id="*" if stamp is None else f"{int(now * 1000)}-*")
 
 
 async def take_job(client: aioredis.Redis, fmt: str, queue: str) -> None:

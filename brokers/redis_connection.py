@@ -30,6 +30,7 @@ from typing import Any
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.driver_info import DriverInfo
 from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
@@ -89,6 +90,10 @@ _FIRST_CALL = re.compile(r"redis\.call\('([A-Z]+)'")
 #: the code word of an error reply (``LOADING``, ``BUSY``...), the only part shown to clients
 _CODE_WORD = re.compile(r"[A-Z]{2,20}")
 
+#: what every connection tells Redis about its library (CLIENT SETINFO), worked out once: by
+#: default redis-py reads its own package metadata from disk for each new connection
+_DRIVER = DriverInfo()
+
 
 @dataclass(frozen=True, slots=True)
 class _Client:
@@ -113,6 +118,7 @@ def _open_client(url: str, connections: Connections) -> _Client:
         # one immediate retry on a broken connection (after a Redis restart, say);
         # none on a timeout, so a hung server fails within SOCKET_TIMEOUT
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        driver_info=_DRIVER,
     )
     client = Redis.from_pool(pool)  # closing the client closes its pool
     traffic = connections.traffic(url)

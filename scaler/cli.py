@@ -235,6 +235,12 @@ def _parser() -> argparse.ArgumentParser:
         ("--max-streams", limits.MAX_STREAMS, "StreamIsActive streams open at once"),
         ("--max-trigger-series", limits.MAX_TRIGGER_SERIES, "triggers with metrics series"),
         (
+            "--max-new-metadata",
+            limits.MAX_NEW_METADATA,
+            "trigger metadata maps not seen before waiting to be parsed (one is parsed per turn "
+            "of the event loop; past this, RESOURCE_EXHAUSTED)",
+        ),
+        (
             "--max-connections-per-broker",
             MAX_CONNECTIONS_PER_BROKER,
             "connections open to one broker (a Redis URL, a management API), shared by its "
@@ -400,6 +406,7 @@ def _limits(args: argparse.Namespace) -> limits.Limits:
         max_queues_per_broker=args.max_queues_per_broker,
         max_streams=args.max_streams,
         max_trigger_series=args.max_trigger_series,
+        max_new_metadata=args.max_new_metadata,
     )
 
 

@@ -28,6 +28,8 @@ MAX_QUEUES_PER_BROKER = 2000
 MAX_STREAMS = 2000
 #: triggers with Prometheus series of their own (the others' decisions are counted, not shown)
 MAX_TRIGGER_SERIES = 10000
+#: metadata maps not seen before waiting to be parsed at once (scaler.parse_turns)
+MAX_NEW_METADATA = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,7 @@ class Limits:
     max_queues_per_broker: int = MAX_QUEUES_PER_BROKER
     max_streams: int = MAX_STREAMS
     max_trigger_series: int = MAX_TRIGGER_SERIES
+    max_new_metadata: int = MAX_NEW_METADATA
 
     def check_metadata(self, metadata: Mapping[str, str]) -> None:
         """Refuse metadata too large to parse, before anything keeps or parses it."""
@@ -51,14 +54,20 @@ class Limits:
                 "(the scaler's --max-metadata-keys): remove the keys this scaler does not know",
             )
         total = 0
+        longest = self.max_value_length
         for key, value in metadata.items():
-            for text, what in ((key, "a key"), (value, f"the value of {_shown_key(key)}")):
-                if len(text) > self.max_value_length:
-                    raise InvalidMetadata(
-                        _shown_key(key),
-                        f"{what} is {len(text)} characters long; at most "
-                        f"{self.max_value_length} are taken (the scaler's --max-value-length)",
-                    )
+            if len(key) > longest or len(value) > longest:  # the message only when refused
+                shown = _shown_key(key)
+                what, size = (
+                    ("a key", len(key))
+                    if len(key) > longest
+                    else (f"the value of {shown}", len(value))
+                )
+                raise InvalidMetadata(
+                    shown,
+                    f"{what} is {size} characters long; at most {longest} are taken "
+                    "(the scaler's --max-value-length)",
+                )
             total += len(key) + len(value)
         if total > self.max_metadata_chars:
             raise InvalidMetadata(

@@ -39,6 +39,8 @@ QUEUE_LABELS = ("broker", "queue", "format")
 TRIGGER_LABELS = ("namespace", "scaled_object", "queue", "metric")
 #: the figures of the learned throughput curve, the label of queue_age_scaler_knee
 KNEE_FIGURES = ("workers", "peak_per_second", "sigma", "kappa")
+#: the signals whose precision is a series of its own
+PRECISION_SIGNALS = ("age", "arrival_rate", "completion_rate", "time_to_drain")
 PROBE_LABELS = ("dependency", "probe")
 #: one pool's figures in a shared budget, the label of queue_age_scaler_shared_budget_workers
 BUDGET_FIGURES = ("need", "held", "allotted", "granted")
@@ -296,7 +298,8 @@ class Metrics:
         )
         self._pool_queues: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._reasons: dict[tuple[str, ...], str] = {}
-        self._ceiling_sources: dict[tuple[str, ...], str] = {}
+        #: each trigger's dependencies' ceiling sources, by dependency
+        self._ceiling_sources: dict[tuple[str, ...], dict[str, str]] = {}
         self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
         self._figure_precisions: dict[tuple[str, ...], tuple[str, str]] = {}
         self._lock = threading.Lock()
@@ -406,10 +409,12 @@ class Metrics:
             reason = self._reasons.pop(labels, None)
             if reason is not None:
                 self.decision.remove(*labels, reason)
-            for key in [k for k in self._precisions if k[: len(labels)] == labels]:
-                self.precision.remove(*key, *self._precisions.pop(key))
-            for key in [k for k in self._ceiling_sources if k[: len(labels)] == labels]:
-                self.dependency_ceiling.remove(*key, self._ceiling_sources.pop(key))
+            for signal in PRECISION_SIGNALS:  # by key: a scan of all keys per trigger
+                precision = self._precisions.pop((*labels, signal), None)  # made a sweep
+                if precision is not None:  # of 10,000 triggers take minutes
+                    self.precision.remove(*labels, signal, *precision)
+            for dependency, source in self._ceiling_sources.pop(labels, {}).items():
+                self.dependency_ceiling.remove(*labels, dependency, source)
 
     def record_decision(
         self,
@@ -438,12 +443,13 @@ class Metrics:
             if previous is not None and previous != reason:
                 self.decision.remove(*labels, previous)
             self._reasons[labels] = reason
-            for signal, figure in (
-                ("age", signals.oldest_age),
-                ("arrival_rate", signals.arrival_rate),
-                ("completion_rate", signals.completion_rate),
-                ("time_to_drain", signals.time_to_drain),
-            ):
+            precisions = (
+                signals.oldest_age,
+                signals.arrival_rate,
+                signals.completion_rate,
+                signals.time_to_drain,
+            )
+            for signal, figure in zip(PRECISION_SIGNALS, precisions, strict=True):
                 key, now = (*labels, signal), (figure.precision.value, figure.source)
                 before = self._precisions.get(key)
                 if before is not None and before != now:
@@ -489,12 +495,15 @@ class Metrics:
             for part in ceiling.each:
                 if part.name == "maxWorkers":
                     continue
-                key, source = (*labels, label(part.name)), str(part.source)
-                before = self._ceiling_sources.get(key)
+                dependency, source = label(part.name), str(part.source)
+                sources = self._ceiling_sources.setdefault(labels, {})
+                before = sources.get(dependency)
                 if before is not None and before != source:
-                    self.dependency_ceiling.remove(*key, before)
-                self._ceiling_sources[key] = source
-                self.dependency_ceiling.labels(*key, source).set(_value(part.workers))
+                    self.dependency_ceiling.remove(*labels, dependency, before)
+                sources[dependency] = source
+                self.dependency_ceiling.labels(*labels, dependency, source).set(
+                    _value(part.workers)
+                )
 
     # -- per shared budget -------------------------------------------------------------------
 

@@ -99,41 +99,70 @@ class Demand:
 
 
 class Demands:
-    """The demands of a queue's triggers, by when each was last asked for."""
+    """The demands of a queue's triggers, by when each was last asked for.
+
+    KEDA's every call asks, and reads the pace, of its queue: what is live, and the pace it
+    sets, is worked out again only when a demand not live before is asked for or the first live
+    one may have expired, not on each call."""
 
     def __init__(self, first: Demand, now: float, *, live_for: float = LIVE_FOR) -> None:
         self.live_for = live_for
         self._asked: dict[Demand, float] = {first: now}
+        #: the live demands and their (interval, window, target age) as last worked out ...
+        self._live: tuple[Demand, ...] = ()
+        self._pace: tuple[float, float, float | None] = (first.interval, first.window, None)
+        #: ... good until then (a demand may expire just after), or a new demand is asked for
+        self._recheck_at = -math.inf
 
     def __len__(self) -> int:
         return len(self._asked)
 
     def ask(self, demand: Demand, now: float) -> None:
+        if demand not in self._asked:
+            self._recheck_at = -math.inf
         self._asked[demand] = now
 
     def live(self, now: float) -> list[Demand]:
         """The live demands; the ones no longer live are forgotten. When none is live, the one
         asked last stays (it sets the pace until the sampler goes idle)."""
+        return list(self._current(now))
+
+    def interval(self, now: float) -> float:
+        """The shortest interval a live trigger asks for."""
+        self._current(now)
+        return self._pace[0]
+
+    def window(self, now: float) -> float:
+        """The longest rate window a live trigger asks for."""
+        self._current(now)
+        return self._pace[1]
+
+    def target_age(self, now: float) -> float | None:
+        """The smallest targetAge a live trigger asks for."""
+        self._current(now)
+        return self._pace[2]
+
+    def _current(self, now: float) -> tuple[Demand, ...]:
+        if now <= self._recheck_at:
+            return self._live
         expired = [d for d, asked in self._asked.items() if now - asked > self._lifetime(d)]
         if len(expired) == len(self._asked):
             newest = max(self._asked, key=self._asked.__getitem__)
             expired.remove(newest)
         for demand in expired:
             del self._asked[demand]
-        return list(self._asked)
-
-    def interval(self, now: float) -> float:
-        """The shortest interval a live trigger asks for."""
-        return min(d.interval for d in self.live(now))
-
-    def window(self, now: float) -> float:
-        """The longest rate window a live trigger asks for."""
-        return max(d.window for d in self.live(now))
-
-    def target_age(self, now: float) -> float | None:
-        """The smallest targetAge a live trigger asks for."""
-        targets = [d.target_age for d in self.live(now) if d.target_age is not None]
-        return min(targets) if targets else None
+        live = self._live = tuple(self._asked)
+        targets = [d.target_age for d in live if d.target_age is not None]
+        self._pace = (
+            min(d.interval for d in live),
+            max(d.window for d in live),
+            min(targets) if targets else None,
+        )
+        # live while now - asked <= lifetime; the one kept past its lifetime stays until
+        # another is asked for
+        ends = [e for d, asked in self._asked.items() if (e := asked + self._lifetime(d)) >= now]
+        self._recheck_at = min(ends) if ends else math.inf
+        return live
 
     def _lifetime(self, demand: Demand) -> float:
         return max(self.live_for, LIVE_INTERVALS * demand.interval)

@@ -12,13 +12,13 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
 
 from scaler.bounds import UNBOUNDED, Bounds
 from scaler.budget_registry import BudgetRegistry
+from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.registry import ProbeRegistry
 from scaler.decision_log import TriggerKey, decision_fields, decision_text
 from scaler.errors import (
@@ -34,11 +34,13 @@ from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
 from scaler.metrics import Metrics
+from scaler.parse_turns import ParseTurns
 from scaler.policy import Decision
 from scaler.pool_evaluation import PoolEvaluator, QueueHistory
 from scaler.pool_policy import PoolDecision, member_spec
 from scaler.pool_queues import PoolQueues
 from scaler.profiles import Profile, as_profiles
+from scaler.routes import Route, Routes, Trigger
 from scaler.sampler import IDLE_AFTER, Sampler, SamplerRegistry
 from scaler.signals import QueueSignals
 from scaler.spec import parse_metadata
@@ -52,6 +54,10 @@ log = logging.getLogger(__name__)
 FIRST_SAMPLE_TIMEOUT = 1.0
 #: while active, StreamIsActive repeats ``true`` this often
 STREAM_REPEAT = 1.0
+
+_ACTIVE = pb.IsActiveResponse(result=True)
+_INACTIVE = pb.IsActiveResponse(result=False)
+_NO_FIGURES: Mapping[str, ProbeFigure] = {}
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
@@ -124,21 +130,6 @@ async def _any_sample(samplers: list[Sampler], timeout: float) -> None:
             wait.cancel()
 
 
-@dataclass(slots=True)
-class _Trigger:
-    """What the service keeps per trigger between KEDA's calls."""
-
-    asked: float
-    #: the policy state and the last evaluation
-    evaluator: Evaluator
-    #: the last decision logged (reason, workers)
-    logged: tuple[str, int] | None = None
-    #: the last decision recorded in the metrics (the shared budgets change it between samples)
-    recorded: Decision | None = None
-    #: a pool trigger's state and last evaluation (``evaluator`` is then unused)
-    pool: PoolEvaluator | None = None
-
-
 class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def __init__(
         self,
@@ -170,12 +161,14 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         #: triggers not asked about for this long are forgotten, with their metrics (a deleted
         #: ScaledObject, or a spec replaced by edited metadata)
         self._idle_after = idle_after
-        self._triggers: dict[TriggerKey, _Trigger] = {}
+        self._triggers: dict[TriggerKey, Trigger] = {}
+        self._routes = Routes()
         self._swept = time.monotonic()
         self.shutting_down = asyncio.Event()
         self._specs = SpecCache(self._parse_uncached)
         #: the queues of pool triggers, their globs resolved
         self._pools = PoolQueues(samplers.connections, max_queues=bounds.max_pool_queues)
+        self._parse_turns = ParseTurns(self._limits.max_new_metadata)
 
     # -- the four RPCs ------------------------------------------------------------------------
 
@@ -185,20 +178,23 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.GetMetricSpecResponse],
     ) -> pb.GetMetricSpecResponse:
-        spec = await self.spec_of(request)
+        route = await self.route_of(request)
+        spec = route.spec
         await self._samplers_of(spec)  # start sampling now, so GetMetrics finds it warm
-        if self._probes is not None:  # and reading the dependencies
+        if self._probes is not None and spec.dependencies:  # and reading the dependencies
             await self._probes.figures(spec, first_timeout=0.0)
-        target = spec.metric_target
-        return pb.GetMetricSpecResponse(
-            metricSpecs=[
-                pb.MetricSpec(
-                    metricName=spec.metric_name,
-                    targetSize=max(1, round(target)),
-                    targetSizeFloat=target,
-                )
-            ]
-        )
+        if route.metric_spec is None:
+            target = spec.metric_target
+            route.metric_spec = pb.GetMetricSpecResponse(
+                metricSpecs=[
+                    pb.MetricSpec(
+                        metricName=spec.metric_name,
+                        targetSize=max(1, round(target)),
+                        targetSizeFloat=target,
+                    )
+                ]
+            )
+        return route.metric_spec
 
     @_answers
     async def GetMetrics(
@@ -207,21 +203,26 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         context: grpc.aio.ServicerContext[pb.GetMetricsRequest, pb.GetMetricsResponse],
     ) -> pb.GetMetricsResponse:
         ref = request.scaledObjectRef
-        spec = await self.spec_of(ref)
+        route = await self.route_of(ref)
+        spec = route.spec
         if request.metricName and request.metricName != spec.metric_name:
             raise InvalidMetadata(
                 "metricName",
                 f"asked for metric {request.metricName!r}, but this trigger's metric is {spec.metric_name!r}",
             )
-        _, decision = await self.evaluate(ref, spec)
+        _, decision = await self.evaluate(ref, spec, route)
+        if route.answered is decision and route.metric_values is not None:
+            return route.metric_values  # the same decision as the last call's
         value = metric_value(spec, decision)
-        return pb.GetMetricsResponse(
+        route.metric_values = pb.GetMetricsResponse(
             metricValues=[
                 pb.MetricValue(
                     metricName=spec.metric_name, metricValue=round(value), metricValueFloat=value
                 )
             ]
         )
+        route.answered = decision
+        return route.metric_values
 
     @_answers
     async def IsActive(
@@ -229,9 +230,9 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.IsActiveResponse],
     ) -> pb.IsActiveResponse:
-        spec = await self.spec_of(request)
-        _, decision = await self.evaluate(request, spec)
-        return pb.IsActiveResponse(result=activity(spec, decision))
+        route = await self.route_of(request)
+        _, decision = await self.evaluate(request, route.spec, route)
+        return _ACTIVE if activity(route.spec, decision) else _INACTIVE
 
     async def StreamIsActive(
         self,
@@ -241,7 +242,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         """The current state at once, then ``true`` within a sample of work appearing, repeated
         every second while active. Ends with OK when the server shuts down."""
         try:
-            spec = await self.spec_of(request)
+            route = await self.route_of(request)
+            spec = route.spec
             self._check_stream_room()
             samplers = await self._samplers_of(spec)
             with self._stream_open(), contextlib.ExitStack() as watching:
@@ -251,11 +253,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 last_sent = 0.0
                 loop = asyncio.get_running_loop()
                 while not self.shutting_down.is_set():
-                    _, decision = await self.evaluate(request, spec)
+                    _, decision = await self.evaluate(request, spec, route)
                     active = activity(spec, decision)
                     now = loop.time()
                     if active != last or (active and now - last_sent >= STREAM_REPEAT):
-                        yield pb.IsActiveResponse(result=active)
+                        yield _ACTIVE if active else _INACTIVE
                         last, last_sent = active, now
                     await self._next_sample_or_shutdown(_any_sample(samplers, STREAM_REPEAT))
         except ScalerError as error:
@@ -280,16 +282,29 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         finally:
             self._streams -= 1
 
+    async def route_of(self, ref: pb.ScaledObjectRef) -> Route:
+        """The spec and trigger of ``ref``: one lookup for a ref seen before (scaler.routes)."""
+        wire = Routes.wire(ref)
+        route = self._routes.get(wire)
+        if route is None:
+            spec = await self.spec_of(ref)
+            route = Route(spec, (ref.namespace, ref.name, spec))
+            self._routes.put(wire, route)
+        return route
+
     async def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
         self._limits.check_metadata(ref.scalerMetadata)  # before the cache keeps a large map
         # by namespace too: whether a profile may be used depends on it
         key = spec_key(ref.namespace, ref.scalerMetadata)
         spec = self._specs.cached(key)
         if spec is None:
-            # metadata not seen before is parsed after the work already due, among it the calls
-            # answered from cached specs: a flood of new maps does not hold those up
-            await asyncio.sleep(0)
-            spec = self._specs.parse(key, ref.namespace, ref.scalerMetadata)
+            # metadata not seen before is parsed one map per turn of the loop, after the work
+            # already due (among it the calls answered from cached specs): a flood of new maps
+            # does not hold those up (scaler.parse_turns)
+            async with self._parse_turns.turn():
+                spec = self._specs.cached(key)  # parsed while this call waited
+                if spec is None:
+                    spec = self._specs.parse(key, ref.namespace, ref.scalerMetadata)
         return spec
 
     def _parse_uncached(self, namespace: str, metadata: Mapping[str, str]) -> TriggerSpec:
@@ -305,15 +320,17 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         queues = await self._pools.resolve(spec)
         return [self._samplers.get(member_spec(spec, queue)) for queue in queues]
 
-    async def evaluate_pool(self, ref: pb.ScaledObjectRef, spec: TriggerSpec) -> PoolDecision:
+    async def evaluate_pool(
+        self, ref: pb.ScaledObjectRef, spec: TriggerSpec, route: Route | None = None
+    ) -> PoolDecision:
         """A pool trigger's decision, from each of its queues' cached snapshots."""
         queues = await self._pools.resolve(spec)
         samplers = [self._samplers.get(member_spec(spec, queue)) for queue in queues]
         histories = await asyncio.gather(
             *(sampler.history(self._first_sample_timeout) for sampler in samplers)
         )
-        figures = {} if self._probes is None else await self._probes.figures(spec)
-        trigger = self._trigger((ref.namespace, ref.name, spec))
+        figures = await self._figures(spec)
+        key, trigger = self._trigger(ref, spec, route)
         evaluator = trigger.pool = trigger.pool or PoolEvaluator()
         each = [
             QueueHistory(queue, history, sampler.arrivals)
@@ -321,35 +338,47 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         ]
         evaluation = evaluator.evaluate(each, spec, figures)
         pool = evaluation.pool
-        key = (ref.namespace, ref.name, spec)
         decision = self._within_budgets(
             key, trigger, _pool_signals(pool), pool.decision, pool, evaluation.fresh
         )
         return pool if decision is pool.decision else dataclasses.replace(pool, decision=decision)
 
-    def _trigger(self, key: TriggerKey) -> _Trigger:
-        """What is kept for the trigger ``key``, noted as asked now."""
+    async def _figures(self, spec: TriggerSpec) -> Mapping[str, ProbeFigure]:
+        """The trigger's dependencies' probe figures (none to read: no wait)."""
+        if self._probes is None or not spec.dependencies:
+            return _NO_FIGURES
+        return await self._probes.figures(spec)
+
+    def _trigger(
+        self, ref: pb.ScaledObjectRef, spec: TriggerSpec, route: Route | None
+    ) -> tuple[TriggerKey, Trigger]:
+        """What is kept for the trigger, noted as asked now: one lookup where the route already
+        holds it."""
         now = time.monotonic()
         self._forget_idle(now)
-        trigger = self._triggers.get(key)
-        if trigger is None:
-            trigger = self._triggers[key] = _Trigger(now, Evaluator())
+        key = (ref.namespace, ref.name, spec) if route is None else route.key
+        trigger = None if route is None else route.trigger
+        if trigger is None or trigger.forgotten:
+            trigger = self._triggers.get(key)
+            if trigger is None:
+                trigger = self._triggers[key] = Trigger(now, Evaluator())
+            if route is not None:
+                route.trigger = trigger
         trigger.asked = now
-        return trigger
+        return key, trigger
 
     async def evaluate(
-        self, ref: pb.ScaledObjectRef, spec: TriggerSpec
+        self, ref: pb.ScaledObjectRef, spec: TriggerSpec, route: Route | None = None
     ) -> tuple[QueueSignals, Decision]:
         """Signals and decision for one trigger, from the cached snapshots (for a pool, the
         signals of the queue that drives its decision)."""
         if spec.pool is not None:
-            pool = await self.evaluate_pool(ref, spec)
+            pool = await self.evaluate_pool(ref, spec, route)
             return _driving_signals(pool), pool.decision
         sampler = self._samplers.get(spec)
         history = await sampler.history(self._first_sample_timeout)
-        figures = {} if self._probes is None else await self._probes.figures(spec)
-        key = (ref.namespace, ref.name, spec)
-        trigger = self._trigger(key)
+        figures = await self._figures(spec)
+        key, trigger = self._trigger(ref, spec, route)
         evaluation = trigger.evaluator.evaluate(history, spec, sampler.arrivals, figures)
         signals = evaluation.signals
         decision = self._within_budgets(
@@ -360,7 +389,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def _within_budgets(
         self,
         key: TriggerKey,
-        trigger: _Trigger,
+        trigger: Trigger,
         signals: QueueSignals,
         decision: Decision,
         pool: PoolDecision | None,
@@ -391,7 +420,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._swept = now
         idle = [k for k, t in self._triggers.items() if now - t.asked > self._idle_after]
         for key in idle:
-            del self._triggers[key]
+            self._triggers.pop(key).forgotten = True
         self._metrics.keep_budgets(self._budgets.snapshot(now))
         kept = {Metrics.trigger_labels(ns, name, spec) for ns, name, spec in self._triggers}
         for ns, name, spec in idle:
@@ -402,7 +431,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def _log_decision(
         self,
         key: TriggerKey,
-        trigger: _Trigger,
+        trigger: Trigger,
         signals: QueueSignals,
         decision: Decision,
         pool: PoolDecision | None = None,

@@ -9,7 +9,7 @@ cannot push the healthy triggers' specs out.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Generic, TypeVar
 
 from scaler.errors import InvalidMetadata, PermissionDenied, ScalerError
@@ -21,25 +21,28 @@ SPEC_CACHE_SIZE = 4096
 REFUSAL_CACHE_SIZE = 4096
 
 Key = tuple[str, frozenset[tuple[str, str]]]
+LruKey = TypeVar("LruKey", bound=Hashable)
 Value = TypeVar("Value")
 Parse = Callable[[str, Mapping[str, str]], TriggerSpec]
 
 
-class _Lru(Generic[Value]):
+class Lru(Generic[LruKey, Value]):
+    """At most ``size`` entries, the least recently used dropped first."""
+
     def __init__(self, size: int) -> None:
         self.size = size
-        self._entries: OrderedDict[Key, Value] = OrderedDict()
+        self._entries: OrderedDict[LruKey, Value] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: Key) -> Value | None:
+    def get(self, key: LruKey) -> Value | None:
         value = self._entries.get(key)
         if value is not None:
             self._entries.move_to_end(key)
         return value
 
-    def put(self, key: Key, value: Value) -> None:
+    def put(self, key: LruKey, value: Value) -> None:
         self._entries[key] = value
         if len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -56,8 +59,8 @@ class SpecCache:
         refusals: int = REFUSAL_CACHE_SIZE,
     ) -> None:
         self._parse = parse
-        self.specs: _Lru[TriggerSpec] = _Lru(specs)
-        self.refusals: _Lru[ScalerError] = _Lru(refusals)
+        self.specs: Lru[Key, TriggerSpec] = Lru(specs)
+        self.refusals: Lru[Key, ScalerError] = Lru(refusals)
 
     def get(self, namespace: str, metadata: Mapping[str, str]) -> TriggerSpec:
         key = spec_key(namespace, metadata)

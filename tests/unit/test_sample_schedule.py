@@ -177,3 +177,14 @@ def test_past_every_slow_bound_the_budget_stretches_up_to_its_ceiling() -> None:
     assert all(15.0 <= x <= BUDGET_MAX_INTERVAL for x in intervals[:100])  # then the watched
     # a budget too small for everyone at the ceiling leaves them there
     assert allocate(wanted, samples_per_second=1.0) == [BUDGET_MAX_INTERVAL] * 1000
+
+
+def test_the_pace_worked_out_once_still_follows_a_new_demand_and_an_expiry_at_once() -> None:
+    demands = Demands(SLOW, now=0.0, live_for=10.0)
+    for second in range(5):  # KEDA asking again and again: the same pace
+        demands.ask(SLOW, now=float(second))
+        assert demands.interval(float(second)) == 600.0
+    demands.ask(FAST, now=5.0)  # a faster trigger, while the pace was cached
+    assert demands.interval(5.0) == 1.0
+    assert demands.interval(15.0) == 1.0  # FAST lives until 15 ...
+    assert demands.interval(15.001) == 600.0  # ... and not a moment longer
