@@ -184,6 +184,15 @@ def _share(workers: int, share: float) -> int:
     return max(1, round(workers * share))
 
 
+def _on_share(signals: QueueSignals, share: int | None) -> QueueSignals:
+    """A queue's signals on its share of the pool's workers: the job slots the library records
+    (Sidekiq's threads) shrink with the workers, so in flight over slots stays the busy share."""
+    slots = signals.slots
+    if slots is not None and share is not None and signals.consumers:
+        slots = round(slots * share / signals.consumers)
+    return replace(signals, consumers=share, slots=slots)
+
+
 def decide_queues(
     members: Sequence[PoolMember], order: ServingOrder, now: float, state: PoolState
 ) -> tuple[PoolNeed, PoolState]:
@@ -214,7 +223,7 @@ def decide_queues(
             and queue_state.learned_throughput is None
         ):
             spec = replace(spec, worker_throughput=borrowed)  # starved: nothing to learn from
-        signals = replace(member.signals, consumers=share)
+        signals = _on_share(member.signals, share)
         decision, states[member.queue.name] = decide(signals, spec, now, queue_state)
         needed = decision.needed
         if needed is None or decision.reason in _HOLDING:
