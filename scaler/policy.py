@@ -24,6 +24,14 @@ LEARNING_RATE = 0.3
 #: while arrivals are only a lower bound, scale in by at most this share (and one worker) per
 #: rateWindow: a lower bound must not pass for the rate, but must not pin the fleet up forever
 LOWER_BOUND_STEP_DOWN = 0.1
+#: the learned job time follows the windows' figures with this time constant, in rate windows
+JOB_TIME_WINDOWS = 5.0
+#: the backlog drains in at least this share of targetDrainTime (see :func:`_drain_seconds`)
+MIN_DRAIN_SHARE = 0.5
+#: a given jobDuration weighs as much as this many jobs observed
+PRIOR_JOBS = 20.0
+#: jobs completed before a job time is learned where none is given
+MIN_LEARNED_COMPLETIONS = 10.0
 
 
 class Reason(enum.StrEnum):
@@ -54,6 +62,11 @@ class PolicyState:
     last_step_down: float | None = None
     #: the throughput knee learned so far (``learnKnee``)
     knee: KneeState | None = None
+    #: Little's law per rate window, averaged: job-slot seconds busy and jobs completed, and
+    #: the sample time they were last learned from (see :func:`learned_job_seconds`)
+    slot_seconds: float | None = None
+    jobs_done: float | None = None
+    job_time_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +135,8 @@ def decide(
     dependency probes the spec names, by connection profile (none: every probed dependency
     falls back, see :func:`scaler.ceilings.limit.dependency_ceiling`). ``history``: the samples
     the signals come from, which the knee learns from (``learnKnee``)."""
-    state = _learn(signals, spec, state)
-    throughput = spec.worker_throughput or state.learned_throughput
+    state = _learn_job_time(signals, spec, _learn(signals, spec, state))
+    throughput = _throughput(spec, state)
     needed, reason = _needed(signals, spec, throughput)
     # the workers that run now: the broker's count, else the previous answer
     workers_now = signals.consumers if signals.consumers is not None else state.last_desired
@@ -201,17 +214,69 @@ def _scale_in_on_uncertain_arrivals(
     AMQP still gives the depth; an unknown rate reads as 0 in the need): step down gently
     instead, so a real backlog shows before it hurts. Where in-flight jobs are observed and none
     run and none wait, the queue is plainly idle."""
-    last = state.last_desired
+    # before any answer, the workers that run: a first sample shows no rate yet
+    last = state.last_desired if state.last_desired is not None else signals.consumers
     if last is None or desired >= last:
         return desired, reason, state
     if signals.arrival_rate.precision not in (Precision.LOWER_BOUND, Precision.UNKNOWN):
         return desired, reason, state
     if signals.depth == 0 and signals.in_flight == 0:
         return desired, reason, state
+    if signals.depth == 0 and signals.mean_in_flight is not None and spec.worker_concurrency:
+        # what the flow keeps busy is seen in flight, unseen arrivals included (Little's law)
+        return desired, reason, state
     if state.last_step_down is not None and now - state.last_step_down < spec.rate_window:
         return last, Reason.SCALING_IN_SLOWLY, state
     step = max(1, math.floor(last * LOWER_BOUND_STEP_DOWN))
     return max(desired, last - step), Reason.SCALING_IN_SLOWLY, replace(state, last_step_down=now)
+
+
+def _throughput(spec: TriggerSpec, state: PolicyState) -> float | None:
+    """Jobs per second one worker completes: from the job time learned by Little's law where
+    the format shows what runs and the trigger gives ``workerConcurrency`` (it corrects a
+    ``jobDuration`` guessed wrong), else the figure given, else the one learned from saturated
+    workers."""
+    if spec.worker_concurrency:
+        given = spec.worker_concurrency / spec.worker_throughput if spec.worker_throughput else None
+        seconds = learned_job_seconds(state, given)
+        if seconds is not None:
+            return spec.worker_concurrency / seconds
+    return spec.worker_throughput or state.learned_throughput
+
+
+def learned_job_seconds(state: PolicyState, given: float | None = None) -> float | None:
+    """How long a job holds a slot, by Little's law: the busy slot-seconds over the jobs
+    completed in the last ``JOB_TIME_WINDOWS`` rate windows or so. ``given`` (the trigger's
+    ``jobDuration``) counts as ``PRIOR_JOBS`` jobs of that length, so that a few jobs do not
+    overturn it and many do; without it, None until ``MIN_LEARNED_COMPLETIONS`` completed."""
+    busy, done = state.slot_seconds, state.jobs_done
+    if busy is None or done is None:
+        return given
+    busy, done = busy * JOB_TIME_WINDOWS, done * JOB_TIME_WINDOWS
+    if given is not None:
+        return (PRIOR_JOBS * given + busy) / (PRIOR_JOBS + done)
+    if done < MIN_LEARNED_COMPLETIONS or busy <= 0:
+        return None
+    return busy / done
+
+
+def _learn_job_time(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> PolicyState:
+    """Job-slot seconds and completions over each rate window (from the mean in-flight count
+    and exact completion counts), followed with a time constant of ``JOB_TIME_WINDOWS``."""
+    busy, finished, span = signals.mean_in_flight, signals.jobs_finished, signals.rate_span
+    if busy is None or finished is None or span < spec.rate_window / 2:
+        return state
+    last = state.job_time_at
+    if last is not None and signals.observed_at <= last:
+        return state  # this sample was learned from already
+    slot_seconds, done = busy * span, finished
+    if state.slot_seconds is not None and state.jobs_done is not None and last is not None:
+        weight = 1 - math.exp(-(signals.observed_at - last) / (JOB_TIME_WINDOWS * spec.rate_window))
+        slot_seconds = state.slot_seconds + weight * (slot_seconds - state.slot_seconds)
+        done = state.jobs_done + weight * (done - state.jobs_done)
+    return replace(
+        state, slot_seconds=slot_seconds, jobs_done=done, job_time_at=signals.observed_at
+    )
 
 
 def _learn(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> PolicyState:
@@ -243,7 +308,7 @@ def _needed(
     if throughput:
         # a lower-bound arrival rate is used as it stands: the need is then "at least" this
         keep_up = _future_arrival_rate(signals) / throughput
-        drain = depth / spec.target_drain_time / throughput
+        drain = depth / _drain_seconds(spec, throughput) / throughput
         needed = keep_up + drain
         reason = Reason.DRAINING_BACKLOG if drain > keep_up else Reason.KEEPING_UP
     age = signals.oldest_age.value
@@ -251,11 +316,34 @@ def _needed(
         by_age = signals.consumers * age / spec.target_age
         if needed is None or by_age > needed:
             needed, reason = by_age, Reason.AGE_OVER_TARGET
-    if signals.in_flight and spec.worker_concurrency:
-        busy = signals.in_flight / spec.worker_concurrency
+    running = _running(signals)
+    if running and spec.worker_concurrency:
+        busy = running / spec.worker_concurrency
         if needed is None or busy > needed:
             needed, reason = busy, Reason.KEEPING_UP
     return needed, reason
+
+
+def _drain_seconds(spec: TriggerSpec, throughput: float) -> float:
+    """The time to drain the backlog in: ``targetDrainTime`` less the time one job takes,
+    since the last jobs waiting start that long before they finish (at least half of it). For
+    jobs that are short against the target this is the target; for jobs a good part of it, it
+    counts the rounds of jobs on each slot. Without ``workerConcurrency`` the time of a job is
+    not known (only the jobs per second of a worker): the target."""
+    target = spec.target_drain_time
+    if not spec.worker_concurrency:
+        return target
+    job_seconds = spec.worker_concurrency / throughput
+    return max(target * MIN_DRAIN_SHARE, target - job_seconds)
+
+
+def _running(signals: QueueSignals) -> float | None:
+    """The job slots the flow keeps busy, where nothing waits: the window's mean in-flight
+    count (the newest where there is no mean). While jobs wait every slot is busy, which says
+    only how many slots there are, not how many the flow needs: None."""
+    if signals.depth:
+        return None
+    return signals.mean_in_flight if signals.mean_in_flight is not None else signals.in_flight
 
 
 def _future_arrival_rate(signals: QueueSignals) -> float:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from brokers.base import Precision, QueueSnapshot
 from scaler.arrival_history import ArrivalHistory
 
+#: the counts' source where the "completions" are the jobs taken from a list, not finished
+LIST_MARKER = "list-marker"
 #: the flow rate needs arrivals counted over at least this share of the rate window
 MIN_FLOW_SHARE = 0.1
 
@@ -49,6 +51,14 @@ class QueueSignals:
     flow_rate: float | None = None
     #: whether the library holds the queue paused (BullMQ); None where not known
     paused: bool | None = None
+    #: jobs in flight on average over the rate window (each sample held until the next): by
+    #: Little's law, the busy job slots, and with the completions the time a job holds one;
+    #: None where the format does not show what runs
+    mean_in_flight: float | None = None
+    #: jobs finished over the window (``rate_span``), from exact counts: the completions
+    #: counted, or where the list marker counts the jobs taken, those less the growth of the
+    #: jobs in flight; None where not known
+    jobs_finished: float | None = None
 
 
 def compute_signals(
@@ -75,6 +85,8 @@ def compute_signals(
         rate_span=span,
         flow_rate=_flow_rate(list(itertools.islice(history, base_index, None)), age, window),
         paused=latest.paused,
+        mean_in_flight=_mean_in_flight(history, base_index),
+        jobs_finished=_jobs_finished(history[base_index], latest, completion_rate),
     )
 
 
@@ -138,8 +150,10 @@ def _rates(history: Sequence[QueueSnapshot], base_index: int) -> tuple[Figure, F
 
 def _flow_rate(snapshots: Sequence[QueueSnapshot], age: Figure, window: float) -> float | None:
     """Arrivals per second from the first of ``snapshots`` (those inside the rate window) to the
-    last one counted before the oldest waiting job arrived, over at least a tenth of the window,
-    from exact counts."""
+    last one counted before the oldest waiting job arrived, over at least a tenth of the window.
+    From lower-bound counts (a list that was empty at the samples before, so jobs came and went
+    unseen) it is a lower bound too, as the window's rate then is: the arrival rate keeps that
+    precision, and the policy scales in on it only one step at a time."""
     base, latest = snapshots[0], snapshots[-1]
     if age.value is None or age.precision is Precision.LOWER_BOUND or not latest.depth:
         return None
@@ -156,9 +170,37 @@ def _flow_rate(snapshots: Sequence[QueueSnapshot], age: Figure, window: float) -
     seconds = snapshots[last].counted_at - base.counted_at
     if seconds < MIN_FLOW_SHARE * window or counted is None or counted < base.arrivals_total:
         return None
-    if not all(s.counts_exact for s in snapshots[1 : last + 1]):
-        return None
     return (counted - base.arrivals_total) / seconds
+
+
+def _mean_in_flight(history: Sequence[QueueSnapshot], base_index: int) -> float | None:
+    """The in-flight count averaged over time from ``history[base_index]`` to the newest
+    snapshot, each count held until the next; the newest alone where the span is empty."""
+    snapshots = list(itertools.islice(history, base_index, None))
+    if any(s.in_flight is None for s in snapshots):
+        return None
+    span = snapshots[-1].observed_at - snapshots[0].observed_at
+    if span <= 0:
+        return float(snapshots[-1].in_flight or 0)
+    held = sum(
+        (after.observed_at - before.observed_at) * (before.in_flight or 0)
+        for before, after in itertools.pairwise(snapshots)
+    )
+    return held / span
+
+
+def _jobs_finished(base: QueueSnapshot, latest: QueueSnapshot, completions: Figure) -> float | None:
+    """Jobs finished between ``base`` and ``latest``, where the counts are exact."""
+    if completions.precision is not Precision.EXACT or completions.value is None:
+        return None
+    if base.completions_total is None or latest.completions_total is None:
+        return None
+    counted = latest.completions_total - base.completions_total
+    if latest.counts_source != LIST_MARKER:
+        return float(counted)
+    if base.in_flight is None or latest.in_flight is None:
+        return None
+    return float(max(0, counted - (latest.in_flight - base.in_flight)))
 
 
 def _has_counts(snapshot: QueueSnapshot) -> bool:

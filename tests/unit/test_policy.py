@@ -287,10 +287,24 @@ def test_clamped_decision_reports_the_dependency() -> None:
 
 
 def test_jobs_in_flight_with_worker_concurrency() -> None:
-    # 20 jobs run on workers that take 4 each: at least 5 workers are busy
+    # 20 jobs run on workers that take 4 each and nothing waits: the flow keeps 5 workers busy
     spec = spec_of(workerThroughput="10", workerConcurrency="4")
-    decision, _ = run(spec, signals_of(depth=1, in_flight=20, arrivals=0.0, completions=0.0))
+    decision, _ = run(spec, signals_of(depth=0, in_flight=20, arrivals=0.0, completions=0.0))
     assert decision.desired_workers == 5
+
+
+def test_busy_slots_do_not_hold_the_fleet_while_a_backlog_drains() -> None:
+    # 15 workers of 10 slots drain 20,000 jobs with 15 minutes to go: every slot is busy because
+    # jobs wait, which says how many slots there are, not how many the flow needs. Holding the
+    # fleet at its busy slots kept 15 workers until the backlog was gone (io-bound-backlog in
+    # formats that show what runs: 1.38x the cheapest policy's worker-seconds)
+    spec = spec_of(jobDuration="5.5s", workerConcurrency="10", targetAge="15m")
+    backlog = signals_of(depth=7887, in_flight=150, consumers=15, age=601.0, arrivals=4.8,
+                         completions=27.0, flow=4.8)  # fmt: skip
+    decision, _ = run(spec, backlog)
+    throughput = 10 / 5.5
+    assert decision.needed == pytest.approx((4.8 + 7887 / (900 - 5.5)) / throughput)
+    assert decision.desired_workers == 8
 
 
 def test_decide_is_pure() -> None:
