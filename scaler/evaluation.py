@@ -1,7 +1,9 @@
 """One trigger's evaluation step: signals from the history, then the policy's decision.
 
 The server, ``probe``, the simulator and the benchmarks evaluate through :class:`Evaluator`, so
-they compute the same figures the same way. It keeps the trigger's :class:`PolicyState` and the
+they compute the same figures the same way; the server and the simulator read KEDA's answers
+from a decision through :func:`metric_value` and :func:`activity` (UNAVAILABLE where they
+raise). It keeps the trigger's :class:`PolicyState` and the
 last evaluation: KEDA asks GetMetrics and IsActive (and the HPA again) on the same sample and
 the same probe figures, and the decision is made once per sample.
 """
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from brokers.base import QueueSnapshot
 from scaler.arrival_history import ArrivalHistory
 from scaler.ceilings.headroom import ProbeFigure
+from scaler.errors import Unavailable
 from scaler.policy import Decision, PolicyState, decide
 from scaler.signals import QueueSignals, compute_signals
 from scaler.trigger_spec import TriggerSpec
@@ -65,3 +68,23 @@ class Evaluator:
         )
         self._last = (*seen, Evaluation(signals, decision, fresh=False))
         return Evaluation(signals, decision)
+
+
+def metric_value(spec: TriggerSpec, decision: Decision) -> float:
+    """GetMetrics' value for the trigger's metric; :class:`Unavailable` where it is unknown (a
+    probed ceiling with nothing to go on, no readable enqueue time, no rates yet)."""
+    if decision.ceiling_unknown is not None:
+        raise Unavailable(decision.ceiling_unknown)
+    if decision.metric_value is None:
+        raise Unavailable(
+            f"the {spec.metric.value} of {spec.source.describe()} is unknown right now "
+            "(no readable enqueue time, or no rates yet)"
+        )
+    return decision.metric_value
+
+
+def activity(spec: TriggerSpec, decision: Decision) -> bool:
+    """IsActive's answer; :class:`Unavailable` where the queue's depth is unknown."""
+    if decision.active is None:
+        raise Unavailable(f"the depth of {spec.source.describe()} is unknown right now")
+    return decision.active

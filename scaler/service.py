@@ -27,7 +27,7 @@ from scaler.errors import (
     ScalerError,
     Unavailable,
 )
-from scaler.evaluation import Evaluator
+from scaler.evaluation import Evaluator, activity, metric_value
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
 from scaler.limits import Limits
@@ -91,12 +91,6 @@ def _answers(
             raise  # unreachable: abort raises
 
     return wrapper
-
-
-def _active(spec: TriggerSpec, decision: Decision) -> bool:
-    if decision.active is None:
-        raise Unavailable(f"the depth of {spec.source.describe()} is unknown right now")
-    return decision.active
 
 
 @dataclass(slots=True)
@@ -180,14 +174,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 f"asked for metric {request.metricName!r}, but this trigger's metric is {spec.metric_name!r}",
             )
         _, decision = await self.evaluate(ref, spec)
-        if decision.ceiling_unknown is not None:
-            raise Unavailable(decision.ceiling_unknown)
-        if decision.metric_value is None:
-            raise Unavailable(
-                f"the {spec.metric.value} of {spec.source.describe()} is unknown right now "
-                "(no readable enqueue time, or no rates yet)"
-            )
-        value = decision.metric_value
+        value = metric_value(spec, decision)
         return pb.GetMetricsResponse(
             metricValues=[
                 pb.MetricValue(
@@ -204,7 +191,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     ) -> pb.IsActiveResponse:
         spec = await self.spec_of(request)
         _, decision = await self.evaluate(request, spec)
-        return pb.IsActiveResponse(result=_active(spec, decision))
+        return pb.IsActiveResponse(result=activity(spec, decision))
 
     async def StreamIsActive(
         self,
@@ -223,7 +210,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 loop = asyncio.get_running_loop()
                 while not self.shutting_down.is_set():
                     _, decision = await self.evaluate(request, spec)
-                    active = _active(spec, decision)
+                    active = activity(spec, decision)
                     now = loop.time()
                     if active != last or (active and now - last_sent >= STREAM_REPEAT):
                         yield pb.IsActiveResponse(result=active)

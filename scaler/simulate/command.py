@@ -1,4 +1,5 @@
-"""``queue-age-scaler simulate SCENARIO.yaml [...] [--policies a,b] [--out DIR] [--json]``."""
+"""``queue-age-scaler simulate SCENARIO.yaml [...] [--policies a,b] [--out DIR] [--json]``, and
+``simulate --family FILE --count N --seed S`` (:mod:`scaler.simulate.family_command`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from scaler.simulate import family_command
 from scaler.simulate.policies import POLICY_NAMES
 from scaler.simulate.run import ScenarioRun, simulate
 from scaler.simulate.scenario import Scenario, ScenarioError
@@ -23,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "simulate",
         help="simulate scenarios with this scaler and the usual alternatives side by side",
     )
-    parser.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
+    parser.add_argument("scenarios", nargs="*", type=Path, metavar="SCENARIO.yaml")
     parser.add_argument(
         "--policies",
         default=",".join(POLICY_NAMES),
@@ -33,10 +35,28 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object per scenario (one a line)"
     )
+    family_command.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if (args.family is None) == (not args.scenarios):
+        print(
+            "simulate: give scenario files, or --family FILE (not both): "
+            "queue-age-scaler simulate scenarios/step.yaml, or "
+            "queue-age-scaler simulate --family scenarios/families/broad.yaml --count 300",
+            file=sys.stderr,
+        )
+        return 2
+    if args.family is not None:
+        if args.out is not None:
+            print(
+                "simulate: --out draws figures of scenario files; with --family, write the worst "
+                "scenarios out (--worst-out DIR) and simulate those with --out",
+                file=sys.stderr,
+            )
+            return 2
+        return family_command.run(args, policies)
     try:
         scenarios = [load_scenario(path) for path in args.scenarios]
     except (OSError, ScenarioError) as error:

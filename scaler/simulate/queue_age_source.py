@@ -4,16 +4,23 @@ own SampleHistory, and the server's own evaluation step (signals and policy)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from brokers import registry
 from brokers.memory import MemoryBroker, MemoryJob
 from scaler.ceilings.headroom import Headroom, ProbeFigure
 from scaler.ceilings.registry import REFRESH_INTERVAL as PROBE_EVERY
-from scaler.evaluation import Evaluator
+from scaler.errors import Unavailable
+from scaler.evaluation import Evaluation, Evaluator, activity, metric_value
+from scaler.policy import Decision
 from scaler.sample_history import SampleHistory
 from scaler.simulate.autoscaler import Observation
 from scaler.simulate.keda import MetricType
 from scaler.simulate.scenario import Scenario, ScenarioError
-from scaler.trigger_spec import Metric
+from scaler.trigger_spec import Metric, TriggerSpec
+
+T = TypeVar("T")
 
 
 class QueueAgeSource:
@@ -82,5 +89,16 @@ class QueueAgeSource:
             figure = ProbeFigure("postgres", reading, obs.now - read_at)
             figures = {name: figure for name in self.probes}
         evaluation = self.evaluator.evaluate(history.view, self.spec, history.arrivals, figures)
-        decision = evaluation.decision
-        return decision.metric_value, decision.active
+        # KEDA's answers as the server gives them; None where the server answers UNAVAILABLE
+        return _answer(metric_value, self.spec, evaluation), _answer(
+            activity, self.spec, evaluation
+        )
+
+
+def _answer(
+    read: Callable[[TriggerSpec, Decision], T], spec: TriggerSpec, evaluation: Evaluation
+) -> T | None:
+    try:
+        return read(spec, evaluation.decision)
+    except Unavailable:
+        return None

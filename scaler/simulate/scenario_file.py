@@ -30,13 +30,18 @@ from scaler.spec import parse_metadata
 
 
 def load_scenario(path: Path) -> Scenario:
+    return parse_scenario(read_mapping(path, "scenario"))
+
+
+def read_mapping(path: Path, what: str) -> dict[str, Any]:
+    """The YAML mapping in ``path`` (a scenario or a family file)."""
     try:
         document = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise ScenarioError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(document, dict):
-        raise ScenarioError(f"{path}: expected a mapping of scenario keys at the top")
-    return parse_scenario(document)
+        raise ScenarioError(f"{path}: expected a mapping of {what} keys at the top")
+    return document
 
 
 #: the URL of the simulated dependency's probe profile (a PostgreSQL-like figure: the slots the

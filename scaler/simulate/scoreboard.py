@@ -1,4 +1,6 @@
-"""The scoreboard: one row of figures per policy, and the goal of issue 5 checked on it."""
+"""The scoreboard: one row of figures per policy, and the goals checked on it: issue 5's
+(:func:`verdict`, the shipped scenarios) and issue 10's (:func:`goal`, every scenario of a
+family, for any policy)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,15 @@ OURS = "queue-age-scaler"
 EQUAL_VIOLATIONS_S = 1.0
 #: our worker-seconds may be at most this times those of the cheapest policy that does as well
 COST_FACTOR = 1.2
+#: issue 10: violation seconds may exceed the best safe policy's by this share of them, or by
+#: VIOLATION_SLACK_S if more
+VIOLATION_SLACK_SHARE = 0.05
+VIOLATION_SLACK_S = 5.0
+#: issue 10: a safe policy better on both violations and worker-seconds by more than this share
+#: dominates
+DOMINANCE_SHARE = 0.05
+#: the fleet that never changes: not a reference for the violations a policy should reach
+FIXED = "fixed"
 
 KEYS = (
     "wait_p50_s",
@@ -122,3 +133,91 @@ def _named(values: Mapping[str, float | int]) -> str:
     return ", ".join(
         f"{name} ({value} s)" for name, value in sorted(values.items(), key=lambda i: i[1])
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    """Issue 10's goal for one policy on one scenario; each check with a line saying why."""
+
+    under_ceiling: bool
+    near_best_violations: bool
+    not_dominated: bool
+    cheap_enough: bool
+    lines: tuple[str, ...]
+
+    @property
+    def met(self) -> bool:
+        return (
+            self.under_ceiling
+            and self.near_best_violations
+            and self.not_dominated
+            and self.cheap_enough
+        )
+
+    @property
+    def missed(self) -> tuple[str, ...]:
+        """The names of the checks missed, in order."""
+        checks = ("under_ceiling", "near_best_violations", "not_dominated", "cheap_enough")
+        return tuple(name for name in checks if not getattr(self, name))
+
+
+def violation_slack(violations: float) -> float:
+    """How far over ``violations`` still counts as near them: 5% of them or 5 s, the larger."""
+    return max(VIOLATION_SLACK_SHARE * violations, VIOLATION_SLACK_S)
+
+
+def safe(rows: Mapping[str, Row]) -> dict[str, Row]:
+    """The policies never above the ceiling."""
+    return {n: r for n, r in rows.items() if r["over_ceiling_s"] == 0}
+
+
+def goal(rows: Mapping[str, Row], policy: str = OURS) -> Goal:
+    """Never above the ceiling; SLO-violation seconds at most those of the best policy under the
+    ceiling (the fixed fleet excluded) plus 5% or 5 s; no policy under the ceiling better on both
+    violations and worker-seconds by more than 5% (violations within 1 s count as equal, as in
+    :func:`verdict`); worker-seconds at most 1.2x the cheapest policy (any) with as few
+    violations (within 1 s)."""
+    ours = rows[policy]
+    violations, cost = ours["slo_violation_s"], ours["worker_seconds"]
+    others = {n: r for n, r in rows.items() if n != policy}
+    under = ours["over_ceiling_s"] == 0
+    lines = [
+        "never above the ceiling" if under else f"above the ceiling for {ours['over_ceiling_s']} s"
+    ]
+    references = {n: r["slo_violation_s"] for n, r in safe(others).items() if n != FIXED}
+    best = min(references.items(), key=lambda item: item[1]) if references else None
+    near = best is None or violations <= best[1] + violation_slack(best[1])
+    if best is None:
+        lines.append(f"{violations} s over the target; no other policy stays under the ceiling")
+    else:
+        lines.append(
+            f"{violations} s over the target, "
+            f"{'within' if near else 'more than'} 5% or 5 s of {best[0]} ({best[1]} s)"
+        )
+    margin = max(DOMINANCE_SHARE * violations, EQUAL_VIOLATIONS_S)
+    dominating = {
+        n: r["slo_violation_s"]
+        for n, r in safe(others).items()
+        if r["slo_violation_s"] < violations - margin
+        and r["worker_seconds"] < (1 - DOMINANCE_SHARE) * cost
+    }
+    lines.append(
+        "no policy under the ceiling better on both violations and worker-seconds"
+        if not dominating
+        else f"dominated (fewer violations and worker-seconds) by {_named(dominating)}"
+    )
+    peers = {
+        n: r["worker_seconds"]
+        for n, r in others.items()
+        if r["slo_violation_s"] <= violations + EQUAL_VIOLATIONS_S
+    }
+    cheapest = min(peers.items(), key=lambda item: item[1]) if peers else None
+    cheap = cheapest is None or cost <= COST_FACTOR * cheapest[1]
+    if cheapest is None:
+        lines.append("no other policy has as few violations")
+    else:
+        lines.append(
+            f"{cost / max(cheapest[1], 1):.2f}x the worker-seconds of {cheapest[0]}, "
+            "the cheapest with as few violations"
+        )
+    return Goal(under, near, not dominating, cheap, tuple(lines))
