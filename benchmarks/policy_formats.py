@@ -27,50 +27,11 @@ from brokers.formats import FORMATS
 from scaler.simulate.policies import POLICY_NAMES
 from scaler.simulate.run import simulate
 from scaler.simulate.scenario_file import parse_scenario
-from scaler.simulate.scoreboard import OURS, Row
+from scaler.simulate.scoreboard import OURS, Row, goal
 
 SHIPPED = ("above-dependency", "burst", "diurnal", "io-bound-backlog", "mixed", "sporadic",
            "steady", "step")  # fmt: skip
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
-
-
-#: fixed excluded from the best of the safe policies; violations within max(5%, 5 s) count as equal
-_SLACK_SHARE, _SLACK_S, _COST = 0.05, 5.0, 1.2
-
-
-class Goal:
-    """Issue 10's goal on one scenario (a stand-in until the families branch lands its own)."""
-
-    def __init__(self, rows: Mapping[str, Row]) -> None:
-        ours = rows[OURS]
-        viol, cost = float(ours["slo_violation_s"]), float(ours["worker_seconds"])
-        safe = {n: r for n, r in rows.items() if n != OURS and r["over_ceiling_s"] == 0}
-        best = min((float(r["slo_violation_s"]) for n, r in safe.items() if n != "fixed"),
-                   default=None)  # fmt: skip
-        self.lines: list[str] = []
-        ok = ours["over_ceiling_s"] == 0
-        if not ok:
-            self.lines.append(f"above the ceiling {ours['over_ceiling_s']} s")
-        if best is not None and viol > best + max(_SLACK_SHARE * best, _SLACK_S):
-            ok = False
-            self.lines.append(f"violations {viol} > best safe {best}")
-        slack = max(_SLACK_SHARE * viol, _SLACK_S)
-        for name, r in safe.items():
-            if r["slo_violation_s"] < viol - slack and r["worker_seconds"] < 0.95 * cost:
-                ok = False
-                self.lines.append(
-                    f"dominated by {name} ({r['slo_violation_s']} s, {r['worker_seconds']})"
-                )
-        peers = [float(r["worker_seconds"]) for n, r in rows.items()
-                 if n != OURS and r["slo_violation_s"] <= viol + 1.0]  # fmt: skip
-        if peers and cost > _COST * min(peers):
-            ok = False
-            self.lines.append(f"{cost / min(peers):.2f}x the cheapest with as few violations")
-        self.met = ok
-
-
-def goal(rows: Mapping[str, Row]) -> Goal:
-    return Goal(rows)
 
 
 def simulated_formats() -> list[str]:
