@@ -360,6 +360,8 @@ def _future_arrival_rate(signals: QueueSignals) -> float:
     rate = signals.arrival_rate.value or 0.0
     if signals.flow_rate is not None:
         return min(rate, signals.flow_rate)
+    if signals.recent_rate is not None:
+        return signals.recent_rate
     age, depth, span = signals.oldest_age, signals.depth or 0, signals.rate_span
     if age.value is None or age.precision is Precision.LOWER_BOUND or not depth:
         return rate

@@ -51,6 +51,10 @@ class QueueSignals:
     flow_rate: float | None = None
     #: whether the library holds the queue paused (BullMQ); None where not known
     paused: bool | None = None
+    #: where the window's counts are a lower bound (a list empty at the samples loses count),
+    #: arrivals per second since they became exact again: what comes now, without a burst that
+    #: came while they were not; None where the whole window is exact or too little of it is
+    recent_rate: float | None = None
     #: jobs in flight on average over the rate window (each sample held until the next): by
     #: Little's law, the busy job slots, and with the completions the time a job holds one;
     #: None where the format does not show what runs
@@ -85,6 +89,7 @@ def compute_signals(
         rate_span=span,
         flow_rate=_flow_rate(list(itertools.islice(history, base_index, None)), age, window),
         paused=latest.paused,
+        recent_rate=_recent_rate(list(itertools.islice(history, base_index, None)), window),
         mean_in_flight=_mean_in_flight(history, base_index),
         jobs_finished=_jobs_finished(history[base_index], latest, completion_rate),
     )
@@ -150,10 +155,8 @@ def _rates(history: Sequence[QueueSnapshot], base_index: int) -> tuple[Figure, F
 
 def _flow_rate(snapshots: Sequence[QueueSnapshot], age: Figure, window: float) -> float | None:
     """Arrivals per second from the first of ``snapshots`` (those inside the rate window) to the
-    last one counted before the oldest waiting job arrived, over at least a tenth of the window.
-    From lower-bound counts (a list that was empty at the samples before, so jobs came and went
-    unseen) it is a lower bound too, as the window's rate then is: the arrival rate keeps that
-    precision, and the policy scales in on it only one step at a time."""
+    last one counted before the oldest waiting job arrived, over at least a tenth of the window,
+    from exact counts."""
     base, latest = snapshots[0], snapshots[-1]
     if age.value is None or age.precision is Precision.LOWER_BOUND or not latest.depth:
         return None
@@ -170,7 +173,25 @@ def _flow_rate(snapshots: Sequence[QueueSnapshot], age: Figure, window: float) -
     seconds = snapshots[last].counted_at - base.counted_at
     if seconds < MIN_FLOW_SHARE * window or counted is None or counted < base.arrivals_total:
         return None
+    if not all(s.counts_exact for s in snapshots[1 : last + 1]):
+        return None
     return (counted - base.arrivals_total) / seconds
+
+
+def _recent_rate(snapshots: Sequence[QueueSnapshot], window: float) -> float | None:
+    """Arrivals per second since the counts became exact again inside the window (the list
+    marker loses count while a list is empty at the samples), over at least a tenth of the
+    window; None where every count in the window is exact (the window's rate is) or none is."""
+    inexact = [i for i, s in enumerate(snapshots) if i > 0 and not s.counts_exact]
+    if not inexact:
+        return None
+    start, latest = snapshots[inexact[-1]], snapshots[-1]
+    seconds = latest.counted_at - start.counted_at
+    if seconds < MIN_FLOW_SHARE * window:
+        return None
+    if start.arrivals_total is None or latest.arrivals_total is None:
+        return None
+    return max(0, latest.arrivals_total - start.arrivals_total) / seconds
 
 
 def _mean_in_flight(history: Sequence[QueueSnapshot], base_index: int) -> float | None:

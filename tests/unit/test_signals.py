@@ -443,6 +443,7 @@ def test_flow_rate_leaves_out_a_burst_that_came_with_the_oldest_job() -> None:
         pytest.param(30.0, {"depth": 0}, frozenset(), id="nothing waits"),
         pytest.param(-10.0, {}, frozenset(), id="oldest job older than the window"),
         pytest.param(4.0, {}, frozenset(), id="under a tenth of the window before it"),
+        pytest.param(30.0, {}, frozenset({10.0}), id="inexact counts before it"),
     ],
 )
 def test_flow_rate_unknown_where_the_history_cannot_tell(
@@ -452,21 +453,35 @@ def test_flow_rate_unknown_where_the_history_cannot_tell(
     assert compute_signals(history, 60.0).flow_rate is None
 
 
-def test_flow_rate_runs_to_the_last_counted_snapshot() -> None:
+def test_flow_rate_checks_every_snapshot_up_to_the_last_counted_one() -> None:
     # a sample without counts (a broker's statistics down) before the oldest job came: the flow
-    # still runs to the last counted snapshot
+    # still runs to the last counted snapshot, and that one's counts must be exact too
     history = _history(61)
     history[10] = replace(history[10], arrivals_total=None, completions_total=None)
     assert compute_signals(_with_oldest(history, 30.0), 60.0).flow_rate == pytest.approx(5.0)
-
-
-def test_flow_rate_from_lower_bound_counts_is_given_with_the_rate_a_lower_bound() -> None:
-    # the list was empty at a sample before the oldest job came (jobs came and went unseen):
-    # the flow is still the best figure of what keeps coming, and the arrival rate says it is a
-    # lower bound, so the policy scales in on it only one step per rateWindow (the burst
-    # scenario in a list format counted its 5,000 jobs as a rate without it: 1.8x the cost)
-    history = _history(61)
     history[29] = replace(history[29], counts_exact=False)
-    signals = compute_signals(_with_oldest(history, 30.0), 60.0)
-    assert signals.flow_rate == pytest.approx(5.0)
+    assert compute_signals(_with_oldest(history, 30.0), 60.0).flow_rate is None
+
+
+def test_recent_rate_counts_from_where_the_counts_became_exact_again() -> None:
+    # a list empty at the samples until t=20 (the marker lost count), then 5,000 jobs at once
+    # and 2/s after: the window's rate is a lower bound inflated by the burst, and no snapshot
+    # before the oldest job is exact; the 40 s counted exactly since say 2/s (the burst scenario
+    # in a list format counted its 5,000 jobs as a rate without it: 1.8x the cheapest's cost)
+    history = [
+        QueueSnapshot(
+            observed_at=float(t),
+            depth=0 if t < 20 else 3000,
+            arrivals_total=(t if t < 20 else 5020 + 2 * (t - 20)),
+            completions_total=0,
+            counts_exact=t > 20,
+            counts_source="list-marker",
+        )
+        for t in range(61)
+    ]
+    signals = compute_signals(_with_oldest(history, 20.0), 60.0)
     assert signals.arrival_rate.precision is Precision.LOWER_BOUND
+    assert signals.flow_rate is None
+    assert signals.recent_rate == pytest.approx(2.0)
+    exact = compute_signals(_with_oldest(_history(61), 30.0), 60.0)
+    assert exact.recent_rate is None  # every count exact: the window's rate says it
