@@ -875,6 +875,7 @@ def test_a_few_jobs_do_not_overturn_the_given_job_duration() -> None:
     # a sparse queue: 2 jobs finished in the window, 10 s each, against a given 25 s
     spec = spec_of(jobDuration="25s", workerConcurrency="2")
     decision, _ = decide(_busy(NOW, in_flight=1 / 3, finished=2.0), spec, NOW, PolicyState())
+    assert decision.throughput is not None
     learned = 2 / decision.throughput
     assert learned == pytest.approx((PRIOR_JOBS * 25 + 5 * 20.0) / (PRIOR_JOBS + 5 * 2.0))
     assert 18 < learned < 25
