@@ -26,8 +26,6 @@ LEARNING_RATE = 0.3
 LOWER_BOUND_STEP_DOWN = 0.1
 #: the learned job time follows the windows' figures with this time constant, in rate windows
 JOB_TIME_WINDOWS = 5.0
-#: the backlog drains in at least this share of targetDrainTime (see :func:`_drain_seconds`)
-MIN_DRAIN_SHARE = 0.5
 #: a given jobDuration weighs as much as this many jobs observed
 PRIOR_JOBS = 20.0
 #: jobs completed before a job time is learned where none is given
@@ -158,7 +156,7 @@ def decide(
         reason = reason if reason is not Reason.IDLE else Reason.KEEPING_UP
     if not signals.paused:
         desired, reason, state = _scale_in_on_uncertain_arrivals(
-            signals, spec, now, state, desired, reason
+            signals, spec, now, state, desired, reason, _short_jobs(spec, throughput)
         )
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
@@ -208,6 +206,7 @@ def _scale_in_on_uncertain_arrivals(
     state: PolicyState,
     desired: int,
     reason: Reason,
+    short_jobs: bool = False,
 ) -> tuple[int, Reason, PolicyState]:
     """Never scale in on an arrival rate that is only a lower bound (jobs came and went between
     samples, unseen) or unknown (the counts are down: RabbitMQ's management API, say, while
@@ -222,8 +221,9 @@ def _scale_in_on_uncertain_arrivals(
         return desired, reason, state
     if signals.depth == 0 and signals.in_flight == 0:
         return desired, reason, state
-    if signals.depth == 0 and signals.mean_in_flight is not None and spec.worker_concurrency:
-        # what the flow keeps busy is seen in flight, unseen arrivals included (Little's law)
+    if signals.depth == 0 and signals.mean_in_flight is not None and short_jobs:
+        # what the flow keeps busy is seen in flight, unseen arrivals included (Little's law);
+        # not where jobs outlast the target: a few long ones make that load lumpy
         return desired, reason, state
     if state.last_step_down is not None and now - state.last_step_down < spec.rate_window:
         return last, Reason.SCALING_IN_SLOWLY, state
@@ -316,7 +316,7 @@ def _needed(
         by_age = signals.consumers * age / spec.target_age
         if needed is None or by_age > needed:
             needed, reason = by_age, Reason.AGE_OVER_TARGET
-    running = _running(signals)
+    running = _running(signals, spec, throughput)
     if running and spec.worker_concurrency:
         busy = running / spec.worker_concurrency
         if needed is None or busy > needed:
@@ -326,24 +326,37 @@ def _needed(
 
 def _drain_seconds(spec: TriggerSpec, throughput: float) -> float:
     """The time to drain the backlog in: ``targetDrainTime`` less the time one job takes,
-    since the last jobs waiting start that long before they finish (at least half of it). For
-    jobs that are short against the target this is the target; for jobs a good part of it, it
-    counts the rounds of jobs on each slot. Without ``workerConcurrency`` the time of a job is
+    since the last jobs waiting start that long before they finish, down to half the target
+    where a job takes half of it; for jobs longer than that the target again, and at once for
+    jobs as long as the target or longer: their mean is a few long jobs' (a mix), and the
+    waiting ones are mostly the short ones. Without ``workerConcurrency`` the time of a job is
     not known (only the jobs per second of a worker): the target."""
     target = spec.target_drain_time
     if not spec.worker_concurrency:
         return target
     job_seconds = spec.worker_concurrency / throughput
-    return max(target * MIN_DRAIN_SHARE, target - job_seconds)
+    return max(target - job_seconds, min(job_seconds, target))
 
 
-def _running(signals: QueueSignals) -> float | None:
-    """The job slots the flow keeps busy, where nothing waits: the window's mean in-flight
-    count (the newest where there is no mean). While jobs wait every slot is busy, which says
-    only how many slots there are, not how many the flow needs: None."""
-    if signals.depth:
-        return None
-    return signals.mean_in_flight if signals.mean_in_flight is not None else signals.in_flight
+def _running(signals: QueueSignals, spec: TriggerSpec, throughput: float | None) -> float | None:
+    """The job slots to keep: where nothing waits, those the flow keeps busy (the window's
+    mean in-flight count, else the newest). While jobs wait every slot is busy, which says only
+    how many slots there are, not how many the flow needs; the running jobs are kept then only
+    where a job takes longer than the target age (a slot scaled in takes longer to give back
+    than the target allows, and a grace period may cut the job: a duplicate)."""
+    if not signals.depth:
+        return signals.mean_in_flight if signals.mean_in_flight is not None else signals.in_flight
+    if throughput and spec.worker_concurrency and not _short_jobs(spec, throughput):
+        return signals.in_flight
+    return None
+
+
+def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:
+    """Whether a job (as the trigger's figures say, or as learned) takes less than the target
+    age; False where its time is not known (no ``workerConcurrency``)."""
+    if not throughput or not spec.worker_concurrency:
+        return False
+    return spec.worker_concurrency / throughput < spec.target_age
 
 
 def _future_arrival_rate(signals: QueueSignals) -> float:
@@ -360,8 +373,10 @@ def _future_arrival_rate(signals: QueueSignals) -> float:
     rate = signals.arrival_rate.value or 0.0
     if signals.flow_rate is not None:
         return min(rate, signals.flow_rate)
-    if signals.recent_rate is not None:
-        return signals.recent_rate
+    recent, age_now = signals.recent_rate, signals.oldest_age.value
+    if recent is not None and age_now is not None and (signals.depth or 0) > 2 * recent * age_now:
+        # more jobs wait than the flow since the oldest one explains: a burst, not a rate
+        return min(rate, recent)
     age, depth, span = signals.oldest_age, signals.depth or 0, signals.rate_span
     if age.value is None or age.precision is Precision.LOWER_BOUND or not depth:
         return rate
