@@ -14,7 +14,7 @@ from scaler.simulate.policies import POLICY_NAMES
 from scaler.simulate.run import ScenarioRun, simulate
 from scaler.simulate.scenario import Scenario, ScenarioError
 from scaler.simulate.scenario_file import load_scenario
-from scaler.simulate.scoreboard import KEYS, OURS, verdict
+from scaler.simulate.scoreboard import KEYS, OURS, goal, verdict
 
 _HEADERS = ("p50 s", "p99 s", "max s", "over SLO s", "worker-s", "scalings", "over ceil s",
             "API p99 s", "dups", "completed")  # fmt: skip
@@ -109,6 +109,8 @@ def render(result: ScenarioRun) -> str:
     if OURS in rows:
         outcome = verdict(rows)
         lines.append(f"goal {'met' if outcome.met else 'missed'}: " + "; ".join(outcome.lines))
+        family = goal(rows)
+        lines.append(f"family goal {'met' if family.met else 'missed'}: " + "; ".join(family.lines))
     return "\n".join(lines)
 
 

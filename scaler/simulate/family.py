@@ -116,7 +116,7 @@ _LAYOUT_KEYS = frozenset(key for info in FORMATS.values() for key in info.layout
 }
 #: sections passed through to the scenario, each value drawn (literals kept)
 _PASSED = ("keda", "hpa")
-_TOP = frozenset({"family", "description", "scenarios", *_PASSED}) | {
+_TOP = frozenset({"family", "description", "scenarios", "every", "seeds", *_PASSED}) | {
     section.split(".")[0] or key for section, keys in _GENERATED.items() for key in keys
 }
 
@@ -133,13 +133,17 @@ class Family:
     bases: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     #: the ``keda`` and ``hpa`` sections, each key a distribution
     passed: Mapping[str, Draws] | None = None
+    #: walk the files and trigger.format's options in turn instead of drawing them
+    every: bool = False
+    #: keep each file's seed (its very jobs) instead of drawing one
+    keep_seeds: bool = False
 
     def document(self, seed: int, index: int) -> dict[str, Any]:
         """Scenario ``index`` of ``seed``: a scenario document, as a scenario file holds it."""
         draw = _Drawer(self.draws, f"{seed}:{index}")
         name = f"{self.name}-{index:03d}"
         if self.bases:
-            return _from_base(self, draw, name)
+            return _from_base(self, draw, name, index)
         return _generated(self, draw, name)
 
     def scenario(self, seed: int, index: int) -> Scenario:
@@ -188,6 +192,13 @@ def parse_family(document: Mapping[str, Any], folder: Path) -> Family:
     description = str(document.get("description", "")).strip()
     if "scenarios" in document:
         return _parse_based(document, folder, name, description)
+    return _parse_generated(document, name, description)
+
+
+def _parse_generated(document: Mapping[str, Any], name: str, description: str) -> Family:
+    for key in ("every", "seeds"):
+        if key in document:
+            raise ScenarioError(f"{key}: only with scenarios (a family of scenario files)")
     draws: Draws = {}
     for section, keys in _GENERATED.items():
         values = _mapping(document, section)
@@ -211,7 +222,7 @@ def parse_family(document: Mapping[str, Any], folder: Path) -> Family:
 
 
 def _parse_based(document: Mapping[str, Any], folder: Path, name: str, description: str) -> Family:
-    extra = set(document) - {"family", "description", "scenarios", "trigger"}
+    extra = set(document) - {"family", "description", "scenarios", "trigger", "every", "seeds"}
     if extra:
         raise ScenarioError(
             f"{sorted(extra)[0]}: not with scenarios; a family of scenario files draws only "
@@ -248,7 +259,19 @@ def _parse_based(document: Mapping[str, Any], folder: Path, name: str, descripti
     if "trigger.misestimate" not in draws:
         draws["trigger.misestimate"] = parse(_BASED["misestimate"][0], "trigger.misestimate")
     _check_trigger(draws)
-    return Family(name, description, draws, tuple(bases))
+    every = document.get("every", False)
+    if not isinstance(every, bool):
+        raise ScenarioError(f"every: got {every!r}; expected true or false")
+    fmt = draws.get("trigger.format")
+    if every and fmt is not None and not isinstance(fmt, Choice | Fixed):
+        raise ScenarioError("every: walks trigger.format's options; give it a choice or a value")
+    seeds = document.get("seeds", "drawn")
+    if seeds not in ("drawn", "kept"):
+        raise ScenarioError(
+            f"seeds: got {seeds!r}; expected drawn (new jobs for every scenario) or kept (each "
+            "file's own seed)"
+        )
+    return Family(name, description, draws, tuple(bases), every=every, keep_seeds=seeds == "kept")
 
 
 def _mapping(document: Mapping[str, Any], section: str) -> Mapping[str, Any]:
@@ -654,13 +677,21 @@ def _job_duration(draw: _Drawer, fmt: str, mean: float) -> float | None:
     return _sig(mean * (1 + draw("trigger.misestimate")))
 
 
-def _from_base(family: Family, draw: _Drawer, name: str) -> dict[str, Any]:
-    stem, base = family.bases[draw.rng("scenario").randrange(len(family.bases))]
+def _from_base(family: Family, draw: _Drawer, name: str, index: int) -> dict[str, Any]:
+    files = len(family.bases)
+    if family.every:
+        stem, base = family.bases[index % files]
+    else:
+        stem, base = family.bases[draw.rng("scenario").randrange(files)]
     document = copy.deepcopy(dict(base))
     trigger = dict(document.get("trigger", {}))
     notes = []
     if draw.has("trigger.format"):
-        fmt = str(draw("trigger.format"))
+        formats = family.draws["trigger.format"]
+        if family.every and isinstance(formats, Choice | Fixed):
+            fmt = str(formats.values[index // files % len(formats.values)])
+        else:
+            fmt = str(draw("trigger.format"))
         timestamps = bool(draw("trigger.timestamps")) if draw.has("trigger.timestamps") else False
         trigger = {k: v for k, v in trigger.items() if k not in _LAYOUT_KEYS and k != "url"}
         trigger = {"url": _url(fmt), **trigger, "format": fmt, **_format_keys(fmt, timestamps)}
@@ -676,6 +707,7 @@ def _from_base(family: Family, draw: _Drawer, name: str) -> dict[str, Any]:
             notes.append(f"jobDuration {duration:g} s for a mean of {mean:.3g} s")
     document["name"] = name
     document["description"] = f"{family.name} #{name.rsplit('-', 1)[1]}: {stem} {', '.join(notes)}"
-    document["seed"] = draw.rng("seed").randrange(2**31)
+    if not family.keep_seeds:
+        document["seed"] = draw.rng("seed").randrange(2**31)
     document["trigger"] = trigger
     return document

@@ -47,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the scenarios where this scaler does worst into DIR, for replay",
     )
     family.add_argument(
+        "--reuse",
+        type=Path,
+        metavar="FILE.json",
+        help="take every other policy's rows from this earlier --json scoreboard of the same "
+        "draws, and run only queue-age-scaler (for tuning its policy)",
+    )
+    family.add_argument(
         "--worst",
         type=_positive,
         default=5,
@@ -99,7 +106,11 @@ def run(args: argparse.Namespace, policies: Sequence[str]) -> int:
 def _scores(
     family: Family, args: argparse.Namespace, policies: Sequence[str]
 ) -> Iterator[ScenarioScore]:
-    tasks = [(args.family, args.seed, index, tuple(policies)) for index in range(args.count)]
+    reused = _reused(args.reuse) if args.reuse is not None else {}
+    tasks = [
+        (args.family, args.seed, index, tuple(policies), reused.get(index))
+        for index in range(args.count)
+    ]
     every = max(1, args.count // 20)
     if args.jobs == 1 or args.count == 1:
         results: Iterator[tuple[int, dict[str, Any], dict[str, Row]]] = map(_run_one, tasks)
@@ -122,15 +133,41 @@ def _reported(
 _FAMILIES: dict[Path, Family] = {}
 
 
+#: one scenario's document and rows from an earlier scoreboard (``--reuse``)
+Reused = tuple[dict[str, Any], dict[str, Row]]
+
+
+def _reused(path: Path) -> dict[int, Reused]:
+    """The drawn documents and rows of an earlier ``--json`` family scoreboard, by index."""
+    try:
+        board = json.loads(path.read_text())
+        return {
+            index: (entry["document"], entry["policies"])
+            for index, entry in enumerate(board["scenarios"])
+        }
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ScenarioError(
+            f"--reuse {path}: not a family scoreboard of simulate --family --json ({error})"
+        ) from None
+
+
 def _run_one(
-    task: tuple[Path, int, int, tuple[str, ...]],
+    task: tuple[Path, int, int, tuple[str, ...], Reused | None],
 ) -> tuple[int, dict[str, Any], dict[str, Row]]:
-    path, seed, index, policies = task
+    path, seed, index, policies, reused = task
     if path not in _FAMILIES:
         _FAMILIES[path] = load_family(path)
     document = _FAMILIES[path].document(seed, index)
-    result = simulate(parse_scenario(document), policies)
-    return index, document, result.rows
+    kept: dict[str, Row] = {}
+    if reused is not None:
+        if reused[0] != document:
+            raise ScenarioError(
+                f"--reuse: {document['name']} was drawn otherwise there (another family file, "
+                "seed or version); run without --reuse"
+            )
+        kept = {name: row for name, row in reused[1].items() if name != OURS}
+    rows = simulate(parse_scenario(document), [p for p in policies if p not in kept]).rows
+    return index, document, {name: rows[name] if name in rows else kept[name] for name in policies}
 
 
 def write_worst(
@@ -145,7 +182,7 @@ def write_worst(
         outcome = s.goals[OURS]
         header = [
             f"# drawn from family {family.name}, seed {seed}, scenario {s.index}",
-            f"# goal {'met' if outcome.met else 'missed'}: " + "; ".join(outcome.lines),
+            f"# family goal {'met' if outcome.met else 'missed'}: " + "; ".join(outcome.lines),
             f"# replay: queue-age-scaler simulate {path}",
         ]
         path.write_text(

@@ -196,6 +196,7 @@ def json_report(
                 "best": s.best,
                 "goal": {p: {"met": g.met, "missed": list(g.missed)} for p, g in s.goals.items()},
                 "policies": dict(s.rows),
+                "document": dict(s.document),
             }
             for s in scores
         ],

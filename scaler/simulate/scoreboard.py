@@ -144,6 +144,11 @@ class Goal:
     not_dominated: bool
     cheap_enough: bool
     lines: tuple[str, ...]
+    #: the policies each check compared with: the best other safe policy (fixed excluded), the
+    #: safe ones better on both, the cheapest with as few violations
+    best: str | None = None
+    dominating: tuple[str, ...] = ()
+    cheapest: str | None = None
 
     @property
     def met(self) -> bool:
@@ -220,4 +225,13 @@ def goal(rows: Mapping[str, Row], policy: str = OURS) -> Goal:
             f"{cost / max(cheapest[1], 1):.2f}x the worker-seconds of {cheapest[0]}, "
             "the cheapest with as few violations"
         )
-    return Goal(under, near, not dominating, cheap, tuple(lines))
+    return Goal(
+        under,
+        near,
+        not dominating,
+        cheap,
+        tuple(lines),
+        best=best[0] if best else None,
+        dominating=tuple(sorted(dominating, key=dominating.__getitem__)),
+        cheapest=cheapest[0] if cheapest else None,
+    )

@@ -88,6 +88,34 @@ def test_jobs_and_one_process_give_the_same_scoreboard(
     assert capsys.readouterr().out == alone
 
 
+def test_reuse_runs_only_this_scaler_and_gives_the_same_scoreboard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "short.yaml"
+    path.write_text("family: short\nduration: 3m\narrivals: {peakWorkers: 3}\n")
+    args = ["simulate", "--family", str(path), "--count", "3", "--json", "--jobs", "1"]
+    args += ["--policies", "queue-age-scaler,cpu,judoscale"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    earlier = tmp_path / "earlier.json"
+    # the alternatives' rows are taken from the file: changed there, they show in the result
+    board = json.loads(first)
+    board["scenarios"][1]["policies"]["cpu"]["worker_seconds"] = 123456
+    earlier.write_text(json.dumps(board))
+    assert main([*args, "--reuse", str(earlier)]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["scenarios"][1]["policies"]["cpu"]["worker_seconds"] == 123456
+    board["scenarios"][1]["policies"]["cpu"]["worker_seconds"] = json.loads(first)["scenarios"][1][
+        "policies"
+    ]["cpu"]["worker_seconds"]
+    earlier.write_text(json.dumps(board))
+    assert main([*args, "--reuse", str(earlier)]) == 0
+    assert capsys.readouterr().out == first
+    # other draws are refused
+    assert main([*args, "--seed", "2", "--reuse", str(earlier)]) == 2
+    assert "short-000 was drawn otherwise there" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("text", "low", "high"),
     [
@@ -196,6 +224,21 @@ def test_the_format_family_changes_only_the_format() -> None:
     assert len(seen) >= 70  # of the 8 x 10 pairs
 
 
+def test_the_every_format_family_walks_each_shipped_scenario_in_each_format() -> None:
+    every = family("every-format")
+    pairs = set()
+    for index in range(80):
+        document = every.document(1, index)
+        base_name = document["description"].split(": ")[1].split(" as ")[0]
+        base = load_scenario(ROOT / "scenarios" / f"{base_name}.yaml")
+        assert document["seed"] == base.seed  # the shipped jobs themselves
+        pairs.add((base_name, document["trigger"]["format"]))
+    assert len(pairs) == 80
+    assert every.document(1, 80) == every.document(1, 0) | {"name": "every-format-080"} | {
+        "description": every.document(1, 0)["description"].replace("#000", "#080")
+    }
+
+
 def test_the_misestimate_family_is_off_by_up_to_30_percent_either_way() -> None:
     misestimate = family("misestimate")
     ratios = []
@@ -259,6 +302,7 @@ def test_the_goal_allows_five_percent_or_five_seconds_over_the_best_safe_policy(
     outcome = goal(board)
     assert not outcome.near_best_violations and outcome.missed == ("near_best_violations",)
     assert "more than 5% or 5 s of judoscale (100.0 s)" in outcome.lines[1]
+    assert outcome.best == "judoscale"
     # 5 s where 5% is less: 4.9 s against 0 s is met, 5.1 s is not
     small = rows(queue_age_scaler=(4.9, 10_000), judoscale=(0.0, 12_000))
     assert goal(small).near_best_violations
@@ -279,6 +323,7 @@ def test_a_safe_policy_better_on_both_by_more_than_five_percent_dominates() -> N
     outcome = goal(board)
     assert outcome.missed == ("not_dominated",)
     assert "keda-rabbitmq-messagerate (27.0 s)" in outcome.lines[2]
+    assert outcome.dominating == ("keda-rabbitmq-messagerate",)
     # 4% cheaper is not better by more than 5%
     board["keda-rabbitmq-messagerate"]["worker_seconds"] = 34_560
     assert goal(board).met
@@ -355,6 +400,7 @@ def test_the_worst_scenarios_are_those_that_miss_first() -> None:
         pytest.param("family: f\njobs: {classes: 4}\n", "jobs.classes: got 4; expected numbers from 1 to 3", id="classes"),
         pytest.param("family: f\nscenarios: [../nothere.yaml]\n", "scenarios[0]: cannot read", id="missing file"),
         pytest.param("family: f\nscenarios: [../steady.yaml]\nworkers: {}\n", "workers: not with scenarios", id="based"),
+        pytest.param("family: f\nseeds: kept\n", "seeds: only with scenarios", id="seeds"),
         pytest.param("family: f\nscenarios: [../steady.yaml]\ntrigger: {queue: x}\n", "trigger.queue: unknown key; expected one of format, jobDuration", id="based trigger"),
     ],
 )  # fmt: skip
