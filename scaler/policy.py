@@ -156,7 +156,7 @@ def decide(
         reason = reason if reason is not Reason.IDLE else Reason.KEEPING_UP
     if not signals.paused:
         desired, reason, state = _scale_in_on_uncertain_arrivals(
-            signals, spec, now, state, desired, reason, _short_jobs(spec, throughput)
+            signals, spec, now, state, desired, reason
         )
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
@@ -206,13 +206,13 @@ def _scale_in_on_uncertain_arrivals(
     state: PolicyState,
     desired: int,
     reason: Reason,
-    short_jobs: bool = False,
 ) -> tuple[int, Reason, PolicyState]:
     """Never scale in on an arrival rate that is only a lower bound (jobs came and went between
     samples, unseen) or unknown (the counts are down: RabbitMQ's management API, say, while
     AMQP still gives the depth; an unknown rate reads as 0 in the need): step down gently
     instead, so a real backlog shows before it hurts. Where in-flight jobs are observed and none
-    run and none wait, the queue is plainly idle."""
+    run and none wait, the queue is plainly idle; where they are observed and nothing waits, the
+    flow's load is seen in flight (the need counts it, see :func:`_running`)."""
     # before any answer, the workers that run: a first sample shows no rate yet
     last = state.last_desired if state.last_desired is not None else signals.consumers
     if last is None or desired >= last:
@@ -221,9 +221,8 @@ def _scale_in_on_uncertain_arrivals(
         return desired, reason, state
     if signals.depth == 0 and signals.in_flight == 0:
         return desired, reason, state
-    if signals.depth == 0 and signals.mean_in_flight is not None and short_jobs:
-        # what the flow keeps busy is seen in flight, unseen arrivals included (Little's law);
-        # not where jobs outlast the target: a few long ones make that load lumpy
+    if signals.depth == 0 and signals.mean_in_flight is not None and spec.worker_concurrency:
+        # what the flow keeps busy is seen in flight, unseen arrivals included (Little's law)
         return desired, reason, state
     if state.last_step_down is not None and now - state.last_step_down < spec.rate_window:
         return last, Reason.SCALING_IN_SLOWLY, state
