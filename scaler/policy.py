@@ -160,6 +160,7 @@ def decide(
         )
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
+    desired, reason = _with_draining(signals, state, ceiling, desired, reason)
     if desired == 0 and reason is not Reason.PAUSED:
         reason = Reason.IDLE
     if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
@@ -186,6 +187,20 @@ def decide(
         knee=state.knee,
     )
     return decision, state
+
+
+def _with_draining(
+    signals: QueueSignals, state: PolicyState, ceiling: int | None, desired: int, reason: Reason
+) -> tuple[int, Reason]:
+    """Workers still draining (seen by the broker, no longer in the answer) hold the dependency
+    until they stop: a scale-up may not take the fleet past the ceiling beside them."""
+    last, seen = state.last_desired, signals.consumers
+    if ceiling is None or last is None or seen is None or desired <= last:
+        return desired, reason
+    room = max(min(last, ceiling), ceiling - max(0, seen - last))
+    if desired > room:
+        return room, Reason.CLAMPED
+    return desired, reason
 
 
 def utilisation(signals: QueueSignals, spec: TriggerSpec) -> float | None:

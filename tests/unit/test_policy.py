@@ -935,3 +935,19 @@ def test_the_backlog_drains_in_the_target_less_one_job() -> None:
     decision, _ = run(slow, signals_of(depth=2, consumers=1, age=1.0, arrivals=0.0,
                                        completions=0.0))  # fmt: skip
     assert decision.needed == pytest.approx(2 / 120 / (2 / 600))
+
+
+def test_workers_still_draining_count_against_the_ceiling_on_a_scale_up() -> None:
+    # the answer was 6 and the broker still sees 10 workers: 4 drain their long jobs and hold
+    # the dependency until they stop, so under a ceiling of 12 the fleet may grow to 8, not 12
+    # (a family of long-job mixes went above the ceiling for most of an hour without this)
+    spec = spec_of(workerThroughput="1", dependencies="postgres=48/4")
+    backlog = signals_of(depth=3000, consumers=10, arrivals=0.0, completions=0.0)
+    decision, _ = decide(backlog, spec, NOW, PolicyState(last_desired=6))
+    assert (decision.desired_workers, decision.reason) == (8, Reason.CLAMPED)
+    settled = replace(backlog, consumers=6)  # they are gone: the whole ceiling again
+    decision, _ = decide(settled, spec, NOW, PolicyState(last_desired=6))
+    assert decision.desired_workers == 12
+    # never a scale-in because of them: the answer holds what it was
+    decision, _ = decide(replace(backlog, consumers=16), spec, NOW, PolicyState(last_desired=6))
+    assert decision.desired_workers == 6
