@@ -30,6 +30,8 @@ JOB_TIME_WINDOWS = 5.0
 PRIOR_JOBS = 20.0
 #: jobs completed before a job time is learned where none is given
 MIN_LEARNED_COMPLETIONS = 10.0
+#: the HPA's default scale-down stabilisation: it may hold the largest answer this long
+HPA_STABILIZATION = 300.0
 
 
 class Reason(enum.StrEnum):
@@ -65,6 +67,10 @@ class PolicyState:
     slot_seconds: float | None = None
     jobs_done: float | None = None
     job_time_at: float | None = None
+    #: the largest answer of the last ``HPA_STABILIZATION`` seconds and when it was given: the
+    #: replicas the HPA may still hold (see :func:`_with_draining`)
+    peak_desired: int | None = None
+    peak_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +170,7 @@ def decide(
     if desired == 0 and reason is not Reason.PAUSED:
         reason = Reason.IDLE
     if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
-        state = replace(state, last_desired=desired)
+        state = _answered(state, desired, now)
 
     active = is_active(signals, spec)
     if signals.paused:  # neither scale a paused queue's workers to zero nor up from zero
@@ -189,15 +195,28 @@ def decide(
     return decision, state
 
 
+def _answered(state: PolicyState, desired: int, now: float) -> PolicyState:
+    """The state after answering ``desired``: the last answer, and the largest of the HPA's
+    stabilisation window."""
+    state = replace(state, last_desired=desired)
+    peak, peak_at = state.peak_desired, state.peak_at
+    if peak is None or peak_at is None or desired >= peak or now - peak_at > HPA_STABILIZATION:
+        state = replace(state, peak_desired=desired, peak_at=now)
+    return state
+
+
 def _with_draining(
     signals: QueueSignals, state: PolicyState, ceiling: int | None, desired: int, reason: Reason
 ) -> tuple[int, Reason]:
-    """Workers still draining (seen by the broker, no longer in the answer) hold the dependency
-    until they stop: a scale-up may not take the fleet past the ceiling beside them."""
+    """Workers still draining (seen by the broker beyond the replicas the HPA may hold: the
+    largest answer of its stabilisation window) hold the dependency until they stop: a
+    scale-up may not take the fleet past the ceiling beside them."""
     last, seen = state.last_desired, signals.consumers
     if ceiling is None or last is None or seen is None or desired <= last:
         return desired, reason
-    room = max(min(last, ceiling), ceiling - max(0, seen - last))
+    # the replicas the HPA may still hold after a scale-in are not draining
+    held = max(last, state.peak_desired or 0)
+    room = max(min(last, ceiling), ceiling - max(0, seen - held))
     if desired > room:
         return room, Reason.CLAMPED
     return desired, reason
