@@ -24,6 +24,14 @@ LEARNING_RATE = 0.3
 #: while arrivals are only a lower bound, scale in by at most this share (and one worker) per
 #: rateWindow: a lower bound must not pass for the rate, but must not pin the fleet up forever
 LOWER_BOUND_STEP_DOWN = 0.1
+#: the learned job time follows the windows' figures with this time constant, in rate windows
+JOB_TIME_WINDOWS = 5.0
+#: a given jobDuration weighs as much as this many jobs observed
+PRIOR_JOBS = 20.0
+#: jobs completed before a job time is learned where none is given
+MIN_LEARNED_COMPLETIONS = 10.0
+#: the HPA's default scale-down stabilisation: it may hold the largest answer this long
+HPA_STABILIZATION = 300.0
 
 
 class Reason(enum.StrEnum):
@@ -57,6 +65,15 @@ class PolicyState:
     last_step_down: float | None = None
     #: the throughput knee learned so far (``learnKnee``)
     knee: KneeState | None = None
+    #: Little's law per rate window, averaged: job-slot seconds busy and jobs completed, and
+    #: the sample time they were last learned from (see :func:`learned_job_seconds`)
+    slot_seconds: float | None = None
+    jobs_done: float | None = None
+    job_time_at: float | None = None
+    #: the largest answer of the last ``HPA_STABILIZATION`` seconds and when it was given: the
+    #: replicas the HPA may still hold (see :func:`_with_draining`)
+    peak_desired: int | None = None
+    peak_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +149,8 @@ def decide(
     dependency probes the spec names, by connection profile (none: every probed dependency
     falls back, see :func:`scaler.ceilings.limit.dependency_ceiling`). ``history``: the samples
     the signals come from, which the knee learns from (``learnKnee``)."""
-    state = _learn(signals, spec, state)
-    throughput = spec.worker_throughput or state.learned_throughput
+    state = _learn_job_time(signals, spec, _learn(signals, spec, state))
+    throughput = _throughput(spec, state)
     needed, reason = _needed(signals, spec, throughput)
     # the workers that run now: the broker's count, else the previous answer
     workers_now = signals.consumers if signals.consumers is not None else state.last_desired
@@ -159,10 +176,11 @@ def decide(
         )
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
+    desired, reason = _with_draining(signals, state, ceiling, desired, reason)
     if desired == 0 and reason is not Reason.PAUSED:
         reason = Reason.IDLE
     if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
-        state = replace(state, last_desired=desired)
+        state = _answered(state, desired, now)
 
     active = is_active(signals, spec)
     if signals.paused:  # neither scale a paused queue's workers to zero nor up from zero
@@ -187,6 +205,33 @@ def decide(
     return decision, state
 
 
+def _answered(state: PolicyState, desired: int, now: float) -> PolicyState:
+    """The state after answering ``desired``: the last answer, and the largest of the HPA's
+    stabilisation window."""
+    state = replace(state, last_desired=desired)
+    peak, peak_at = state.peak_desired, state.peak_at
+    if peak is None or peak_at is None or desired >= peak or now - peak_at > HPA_STABILIZATION:
+        state = replace(state, peak_desired=desired, peak_at=now)
+    return state
+
+
+def _with_draining(
+    signals: QueueSignals, state: PolicyState, ceiling: int | None, desired: int, reason: Reason
+) -> tuple[int, Reason]:
+    """Workers still draining (seen by the broker beyond the replicas the HPA may hold: the
+    largest answer of its stabilisation window) hold the dependency until they stop: a
+    scale-up may not take the fleet past the ceiling beside them."""
+    last, seen = state.last_desired, signals.consumers
+    if ceiling is None or last is None or seen is None or desired <= last:
+        return desired, reason
+    # the replicas the HPA may still hold after a scale-in are not draining
+    held = max(last, state.peak_desired or 0)
+    room = max(min(last, ceiling), ceiling - max(0, seen - held))
+    if desired > room:
+        return room, Reason.CLAMPED
+    return desired, reason
+
+
 def utilisation(signals: QueueSignals, spec: TriggerSpec) -> float | None:
     """The busy share of the workers the broker shows: jobs in flight over their job slots (as
     the library records them, Sidekiq's threads; else consumers × ``workerConcurrency``, one
@@ -199,15 +244,15 @@ def utilisation(signals: QueueSignals, spec: TriggerSpec) -> float | None:
     return min(1.0, signals.in_flight / slots)
 
 
-def _busy_workers(signals: QueueSignals, spec: TriggerSpec) -> float | None:
-    """The workers the jobs in flight keep busy: over each worker's job slots, as the library
+def _busy_workers(signals: QueueSignals, spec: TriggerSpec, running: float | None) -> float | None:
+    """The workers ``running`` jobs keep busy: over each worker's job slots, as the library
     records them (Sidekiq's threads per process), else ``workerConcurrency``."""
-    if not signals.in_flight:
+    if not running:
         return None
     if signals.slots and signals.consumers:
-        return signals.in_flight * signals.consumers / signals.slots
+        return running * signals.consumers / signals.slots
     if spec.worker_concurrency:
-        return signals.in_flight / spec.worker_concurrency
+        return running / spec.worker_concurrency
     return None
 
 
@@ -223,18 +268,71 @@ def _scale_in_on_uncertain_arrivals(
     samples, unseen) or unknown (the counts are down: RabbitMQ's management API, say, while
     AMQP still gives the depth; an unknown rate reads as 0 in the need): step down gently
     instead, so a real backlog shows before it hurts. Where in-flight jobs are observed and none
-    run and none wait, the queue is plainly idle."""
-    last = state.last_desired
+    run and none wait, the queue is plainly idle; where they are observed and nothing waits, the
+    flow's load is seen in flight (the need counts it, see :func:`_running`)."""
+    # before any answer, the workers that run: a first sample shows no rate yet
+    last = state.last_desired if state.last_desired is not None else signals.consumers
     if last is None or desired >= last:
         return desired, reason, state
     if signals.arrival_rate.precision not in (Precision.LOWER_BOUND, Precision.UNKNOWN):
         return desired, reason, state
     if signals.depth == 0 and signals.in_flight == 0:
         return desired, reason, state
+    if signals.depth == 0 and signals.mean_in_flight is not None and spec.worker_concurrency:
+        # what the flow keeps busy is seen in flight, unseen arrivals included (Little's law)
+        return desired, reason, state
     if state.last_step_down is not None and now - state.last_step_down < spec.rate_window:
         return last, Reason.SCALING_IN_SLOWLY, state
     step = max(1, math.floor(last * LOWER_BOUND_STEP_DOWN))
     return max(desired, last - step), Reason.SCALING_IN_SLOWLY, replace(state, last_step_down=now)
+
+
+def _throughput(spec: TriggerSpec, state: PolicyState) -> float | None:
+    """Jobs per second one worker completes: from the job time learned by Little's law where
+    the format shows what runs and the trigger gives ``workerConcurrency`` (it corrects a
+    ``jobDuration`` guessed wrong), else the figure given, else the one learned from saturated
+    workers."""
+    if spec.worker_concurrency:
+        given = spec.worker_concurrency / spec.worker_throughput if spec.worker_throughput else None
+        seconds = learned_job_seconds(state, given)
+        if seconds is not None:
+            return spec.worker_concurrency / seconds
+    return spec.worker_throughput or state.learned_throughput
+
+
+def learned_job_seconds(state: PolicyState, given: float | None = None) -> float | None:
+    """How long a job holds a slot, by Little's law: the busy slot-seconds over the jobs
+    completed in the last ``JOB_TIME_WINDOWS`` rate windows or so. ``given`` (the trigger's
+    ``jobDuration``) counts as ``PRIOR_JOBS`` jobs of that length, so that a few jobs do not
+    overturn it and many do; without it, None until ``MIN_LEARNED_COMPLETIONS`` completed."""
+    busy, done = state.slot_seconds, state.jobs_done
+    if busy is None or done is None:
+        return given
+    busy, done = busy * JOB_TIME_WINDOWS, done * JOB_TIME_WINDOWS
+    if given is not None:
+        return (PRIOR_JOBS * given + busy) / (PRIOR_JOBS + done)
+    if done < MIN_LEARNED_COMPLETIONS or busy <= 0:
+        return None
+    return busy / done
+
+
+def _learn_job_time(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> PolicyState:
+    """Job-slot seconds and completions over each rate window (from the mean in-flight count
+    and exact completion counts), followed with a time constant of ``JOB_TIME_WINDOWS``."""
+    busy, finished, span = signals.mean_in_flight, signals.jobs_finished, signals.rate_span
+    if busy is None or finished is None or span < spec.rate_window / 2:
+        return state
+    last = state.job_time_at
+    if last is not None and signals.observed_at <= last:
+        return state  # this sample was learned from already
+    slot_seconds, done = busy * span, finished
+    if state.slot_seconds is not None and state.jobs_done is not None and last is not None:
+        weight = 1 - math.exp(-(signals.observed_at - last) / (JOB_TIME_WINDOWS * spec.rate_window))
+        slot_seconds = state.slot_seconds + weight * (slot_seconds - state.slot_seconds)
+        done = state.jobs_done + weight * (done - state.jobs_done)
+    return replace(
+        state, slot_seconds=slot_seconds, jobs_done=done, job_time_at=signals.observed_at
+    )
 
 
 def _learn(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> PolicyState:
@@ -266,7 +364,7 @@ def _needed(
     if throughput:
         # a lower-bound arrival rate is used as it stands: the need is then "at least" this
         keep_up = _future_arrival_rate(signals) / throughput
-        drain = depth / spec.target_drain_time / throughput
+        drain = depth / _drain_seconds(spec, throughput) / throughput
         needed = keep_up + drain
         reason = Reason.DRAINING_BACKLOG if drain > keep_up else Reason.KEEPING_UP
     age = signals.oldest_age.value
@@ -274,10 +372,45 @@ def _needed(
         by_age = signals.consumers * age / spec.target_age
         if needed is None or by_age > needed:
             needed, reason = by_age, Reason.AGE_OVER_TARGET
-    busy = _busy_workers(signals, spec)
+    busy = _busy_workers(signals, spec, _running(signals, spec, throughput))
     if busy is not None and (needed is None or busy > needed):
         needed, reason = busy, Reason.KEEPING_UP
     return needed, reason
+
+
+def _drain_seconds(spec: TriggerSpec, throughput: float) -> float:
+    """The time to drain the backlog in: ``targetDrainTime`` less the time one job takes,
+    since the last jobs waiting start that long before they finish, down to half the target
+    where a job takes half of it; for jobs longer than that the target again, and at once for
+    jobs as long as the target or longer: their mean is a few long jobs' (a mix), and the
+    waiting ones are mostly the short ones. Without ``workerConcurrency`` the time of a job is
+    not known (only the jobs per second of a worker): the target."""
+    target = spec.target_drain_time
+    if not spec.worker_concurrency:
+        return target
+    job_seconds = spec.worker_concurrency / throughput
+    return max(target - job_seconds, min(job_seconds, target))
+
+
+def _running(signals: QueueSignals, spec: TriggerSpec, throughput: float | None) -> float | None:
+    """The job slots to keep: where nothing waits, those the flow keeps busy (the window's
+    mean in-flight count, else the newest). While jobs wait every slot is busy, which says only
+    how many slots there are, not how many the flow needs; the running jobs are kept then only
+    where a job takes longer than the target age (a slot scaled in takes longer to give back
+    than the target allows, and a grace period may cut the job: a duplicate)."""
+    if not signals.depth:
+        return signals.mean_in_flight if signals.mean_in_flight is not None else signals.in_flight
+    if throughput and spec.worker_concurrency and not _short_jobs(spec, throughput):
+        return signals.in_flight
+    return None
+
+
+def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:
+    """Whether a job (as the trigger's figures say, or as learned) takes less than the target
+    age; False where its time is not known (no ``workerConcurrency``)."""
+    if not throughput or not spec.worker_concurrency:
+        return False
+    return spec.worker_concurrency / throughput < spec.target_age
 
 
 def _future_arrival_rate(signals: QueueSignals) -> float:
@@ -294,6 +427,10 @@ def _future_arrival_rate(signals: QueueSignals) -> float:
     rate = signals.arrival_rate.value or 0.0
     if signals.flow_rate is not None:
         return min(rate, signals.flow_rate)
+    recent, age_now = signals.recent_rate, signals.oldest_age.value
+    if recent is not None and age_now is not None and (signals.depth or 0) > 2 * recent * age_now:
+        # more jobs wait than the flow since the oldest one explains: a burst, not a rate
+        return min(rate, recent)
     age, depth, span = signals.oldest_age, signals.depth or 0, signals.rate_span
     if age.value is None or age.precision is Precision.LOWER_BOUND or not depth:
         return rate

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from brokers.base import Precision, QueueSnapshot, WorkerReadings
 from scaler.arrival_history import ArrivalHistory
 
+#: the counts' source where the "completions" are the jobs taken from a list, not finished
+LIST_MARKER = "list-marker"
 #: the flow rate needs arrivals counted over at least this share of the rate window
 MIN_FLOW_SHARE = 0.1
 
@@ -53,6 +55,18 @@ class QueueSignals:
     slots: int | None = None
     #: how in_flight, consumers and slots were read (precision, source, age)
     readings: WorkerReadings = field(default_factory=WorkerReadings)
+    #: where the window's counts are a lower bound (a list empty at the samples loses count),
+    #: arrivals per second since they became exact again: what comes now, without a burst that
+    #: came while they were not; None where the whole window is exact or too little of it is
+    recent_rate: float | None = None
+    #: jobs in flight on average over the rate window (each sample held until the next): by
+    #: Little's law, the busy job slots, and with the completions the time a job holds one;
+    #: None where the format does not show what runs
+    mean_in_flight: float | None = None
+    #: jobs finished over the window (``rate_span``), from exact counts: the completions
+    #: counted, or where the list marker counts the jobs taken, those less the growth of the
+    #: jobs in flight; None where not known
+    jobs_finished: float | None = None
 
 
 def compute_signals(
@@ -81,6 +95,9 @@ def compute_signals(
         paused=latest.paused,
         slots=latest.slots,
         readings=latest.readings,
+        recent_rate=_recent_rate(list(itertools.islice(history, base_index, None)), window),
+        mean_in_flight=_mean_in_flight(history, base_index),
+        jobs_finished=_jobs_finished(history[base_index], latest, completion_rate),
     )
 
 
@@ -165,6 +182,52 @@ def _flow_rate(snapshots: Sequence[QueueSnapshot], age: Figure, window: float) -
     if not all(s.counts_exact for s in snapshots[1 : last + 1]):
         return None
     return (counted - base.arrivals_total) / seconds
+
+
+def _recent_rate(snapshots: Sequence[QueueSnapshot], window: float) -> float | None:
+    """Arrivals per second since the counts became exact again inside the window (the list
+    marker loses count while a list is empty at the samples), over at least a tenth of the
+    window; None where every count in the window is exact (the window's rate is) or none is."""
+    inexact = [i for i, s in enumerate(snapshots) if i > 0 and not s.counts_exact]
+    if not inexact:
+        return None
+    start, latest = snapshots[inexact[-1]], snapshots[-1]
+    seconds = latest.counted_at - start.counted_at
+    if seconds < MIN_FLOW_SHARE * window:
+        return None
+    if start.arrivals_total is None or latest.arrivals_total is None:
+        return None
+    return max(0, latest.arrivals_total - start.arrivals_total) / seconds
+
+
+def _mean_in_flight(history: Sequence[QueueSnapshot], base_index: int) -> float | None:
+    """The in-flight count averaged over time from ``history[base_index]`` to the newest
+    snapshot, each count held until the next; the newest alone where the span is empty."""
+    snapshots = list(itertools.islice(history, base_index, None))
+    if any(s.in_flight is None for s in snapshots):
+        return None
+    span = snapshots[-1].observed_at - snapshots[0].observed_at
+    if span <= 0:
+        return float(snapshots[-1].in_flight or 0)
+    held = sum(
+        (after.observed_at - before.observed_at) * (before.in_flight or 0)
+        for before, after in itertools.pairwise(snapshots)
+    )
+    return held / span
+
+
+def _jobs_finished(base: QueueSnapshot, latest: QueueSnapshot, completions: Figure) -> float | None:
+    """Jobs finished between ``base`` and ``latest``, where the counts are exact."""
+    if completions.precision is not Precision.EXACT or completions.value is None:
+        return None
+    if base.completions_total is None or latest.completions_total is None:
+        return None
+    counted = latest.completions_total - base.completions_total
+    if latest.counts_source != LIST_MARKER:
+        return float(counted)
+    if base.in_flight is None or latest.in_flight is None:
+        return None
+    return float(max(0, counted - (latest.in_flight - base.in_flight)))
 
 
 def _has_counts(snapshot: QueueSnapshot) -> bool:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
 from brokers.base import Precision
 from scaler.policy import (
     LEARNING_RATE,
+    PRIOR_JOBS,
     UNBOUNDED_SECONDS,
     Decision,
     PolicyState,
@@ -46,6 +47,9 @@ def signals_of(
     flow: float | None = None,
     paused: bool | None = None,
     slots: int | None = None,
+    mean_in_flight: float | None = None,
+    finished: float | None = None,
+    recent: float | None = None,
 ) -> QueueSignals:
     """Signals as compute_signals would give them; time to drain follows from depth and rates."""
     if depth == 0:
@@ -71,6 +75,9 @@ def signals_of(
         flow_rate=flow,
         paused=paused,
         slots=slots,
+        mean_in_flight=mean_in_flight,
+        jobs_finished=finished,
+        recent_rate=recent,
     )
 
 
@@ -289,9 +296,9 @@ def test_clamped_decision_reports_the_dependency() -> None:
 
 
 def test_jobs_in_flight_with_worker_concurrency() -> None:
-    # 20 jobs run on workers that take 4 each: at least 5 workers are busy
+    # 20 jobs run on workers that take 4 each and nothing waits: the flow keeps 5 workers busy
     spec = spec_of(workerThroughput="10", workerConcurrency="4")
-    decision, _ = run(spec, signals_of(depth=1, in_flight=20, arrivals=0.0, completions=0.0))
+    decision, _ = run(spec, signals_of(depth=0, in_flight=20, arrivals=0.0, completions=0.0))
     assert decision.desired_workers == 5
 
 
@@ -301,7 +308,7 @@ def test_busy_workers_from_the_threads_the_library_records() -> None:
     utilisation is over those 30 slots."""
     spec = spec_of(workerThroughput="10", workerConcurrency="4")
     signals = signals_of(
-        depth=1, in_flight=25, consumers=3, slots=30, arrivals=0.0, completions=0.0
+        depth=0, in_flight=25, consumers=3, slots=30, arrivals=0.0, completions=0.0
     )
     decision, _ = run(spec, signals)
     assert decision.needed == pytest.approx(2.5)
@@ -310,6 +317,20 @@ def test_busy_workers_from_the_threads_the_library_records() -> None:
     # without workerConcurrency the library's threads still count the busy processes
     decision, _ = run(spec_of(workerThroughput="10"), signals)
     assert decision.needed == pytest.approx(2.5)
+
+
+def test_busy_slots_do_not_hold_the_fleet_while_a_backlog_drains() -> None:
+    # 15 workers of 10 slots drain 20,000 jobs with 15 minutes to go: every slot is busy because
+    # jobs wait, which says how many slots there are, not how many the flow needs. Holding the
+    # fleet at its busy slots kept 15 workers until the backlog was gone (io-bound-backlog in
+    # formats that show what runs: 1.38x the cheapest policy's worker-seconds)
+    spec = spec_of(jobDuration="5.5s", workerConcurrency="10", targetAge="15m")
+    backlog = signals_of(depth=7887, in_flight=150, consumers=15, age=601.0, arrivals=4.8,
+                         completions=27.0, flow=4.8)  # fmt: skip
+    decision, _ = run(spec, backlog)
+    throughput = 10 / 5.5
+    assert decision.needed == pytest.approx((4.8 + 7887 / (900 - 5.5)) / throughput)
+    assert decision.desired_workers == 8
 
 
 def test_decide_is_pure() -> None:
@@ -831,3 +852,121 @@ def test_a_paused_queue_holds_the_replicas_on_the_age_metric() -> None:
     spec = spec_of(workerThroughput="1", metric="age", targetAge="30s")
     decision, _ = run(spec, signals_of(paused=True, depth=10, consumers=4, age=600.0))
     assert decision.metric_value == spec.metric_target  # KEDA: ceil(4 × 30 / 30) = 4
+
+
+# --- the job time learned by Little's law ---------------------------------------------------------
+
+
+def _busy(observed_at: float, *, in_flight: float, finished: float, depth: int = 0) -> QueueSignals:
+    """20 jobs/s of jobs that hold a slot ``in_flight / 20`` s each, over a 60 s window."""
+    return replace(
+        signals_of(depth=depth, in_flight=round(in_flight), arrivals=20.0, completions=20.0,
+                   mean_in_flight=in_flight, finished=finished),
+        observed_at=observed_at,
+    )  # fmt: skip
+
+
+def test_a_job_duration_30_percent_short_is_corrected_from_the_first_window() -> None:
+    # jobDuration says 1.4 s; 20 jobs/s keep 40 slots busy (Little's law: 2 s a job)
+    spec = spec_of(jobDuration="1.4s", workerConcurrency="4")
+    assert spec.worker_throughput == pytest.approx(4 / 1.4)
+    state = PolicyState()
+    decision, state = decide(_busy(NOW, in_flight=40.0, finished=1200.0), spec, NOW, state)
+    # the given 1.4 s weighs as 20 jobs against the 1,200 x 5 windows just seen
+    learned = (PRIOR_JOBS * 1.4 + 5 * 40.0 * 60) / (PRIOR_JOBS + 5 * 1200.0)
+    assert decision.throughput == pytest.approx(4 / learned)
+    assert learned == pytest.approx(2.0, rel=0.01)
+    # the fleet for 20 jobs/s of 2 s jobs on 4 slots: 10 workers, not 7 (20 / (4 / 1.4) = 7.0)
+    assert decision.desired_workers == 10
+
+
+def test_a_job_duration_30_percent_long_is_corrected_as_well() -> None:
+    spec = spec_of(jobDuration="2.6s", workerConcurrency="4")
+    state = PolicyState()
+    for second in range(10):  # ten samples of the same window figures, a second apart
+        at = NOW + second
+        decision, state = decide(_busy(at, in_flight=40.0, finished=1200.0), spec, at, state)
+    assert decision.throughput == pytest.approx(2.0, rel=0.01)
+    assert decision.needed == pytest.approx(10.0, rel=0.01)  # not 13 (20 / (4 / 2.6))
+
+
+def test_a_few_jobs_do_not_overturn_the_given_job_duration() -> None:
+    # a sparse queue: 2 jobs finished in the window, 10 s each, against a given 25 s
+    spec = spec_of(jobDuration="25s", workerConcurrency="2")
+    decision, _ = decide(_busy(NOW, in_flight=1 / 3, finished=2.0), spec, NOW, PolicyState())
+    assert decision.throughput is not None
+    learned = 2 / decision.throughput
+    assert learned == pytest.approx((PRIOR_JOBS * 25 + 5 * 20.0) / (PRIOR_JOBS + 5 * 2.0))
+    assert 18 < learned < 25
+
+
+def test_the_job_time_is_learned_where_no_job_duration_is_given() -> None:
+    spec = spec_of(workerConcurrency="4")  # rq shows its workers; no capacity keys
+    decision, state = decide(_busy(NOW, in_flight=40.0, finished=1200.0), spec, NOW, PolicyState())
+    assert decision.throughput == pytest.approx(2.0)
+    again, _ = decide(_busy(NOW, in_flight=40.0, finished=1200.0), spec, NOW, state)
+    assert again.throughput == decision.throughput  # the same sample is learned from once
+
+
+def test_lower_bound_arrivals_scale_in_at_once_to_the_load_seen_in_flight() -> None:
+    # an rq list empty at every sample: the marker's arrivals are a lower bound (0.5/s), but
+    # 27 jobs of 10 slots run on average: the flow keeps 3 workers busy, so 15 go to 3 at once
+    # rather than one step per rateWindow (io-bound-backlog, after its backlog: 1.38x the cost)
+    spec = spec_of(jobDuration="5.5s", workerConcurrency="10")
+    empty = signals_of(depth=0, in_flight=27, consumers=15, arrivals=0.5, completions=0.5,
+                       rate_precision=Precision.LOWER_BOUND, mean_in_flight=27.0)  # fmt: skip
+    decision, _ = decide(empty, spec, NOW, PolicyState(last_desired=15))
+    assert decision.desired_workers == 3
+    assert decision.reason is Reason.KEEPING_UP
+    unseen = replace(empty, in_flight=None, mean_in_flight=None)  # a format that hides them
+    decision, _ = decide(unseen, spec, NOW, PolicyState(last_desired=15))
+    assert (decision.desired_workers, decision.reason) == (14, Reason.SCALING_IN_SLOWLY)
+
+
+def test_a_burst_counted_while_the_list_was_empty_is_not_a_rate() -> None:
+    # the list marker lost count while the list was empty, then 5,000 jobs came at once: the
+    # window's lower-bound rate (85/s) holds the burst; since the counts are exact again 2/s came
+    spec = spec_of(jobDuration="0.5s", workerConcurrency="8", targetAge="2m")
+    burst = signals_of(depth=3569, consumers=3, age=46.0, arrivals=84.8, completions=26.0,
+                       rate_precision=Precision.LOWER_BOUND, recent=2.0)  # fmt: skip
+    decision, _ = run(spec, burst)
+    assert decision.needed == pytest.approx((2.0 + 3569 / (120 - 0.5)) / 16)
+    assert decision.desired_workers == 2
+
+
+def test_the_backlog_drains_in_the_target_less_one_job() -> None:
+    # 18 jobs of 25 s on workers of 2 slots, 2 minutes to start them all: the last start 25 s
+    # before their slot is free again, so the plan is 18 jobs in 95 s, not 120 s (sporadic in
+    # the stream format: 37 s over the target with the 120 s plan)
+    spec = spec_of(jobDuration="25s", workerConcurrency="2", targetAge="2m")
+    decision, _ = run(spec, signals_of(depth=18, consumers=1, age=1.0, arrivals=0.0,
+                                       completions=0.0))  # fmt: skip
+    assert decision.needed == pytest.approx(18 / 95 / (2 / 25))
+    assert decision.desired_workers == 3
+    # never under half the target: 60 s jobs drain in 60 s
+    half = spec_of(jobDuration="60s", workerConcurrency="2", targetAge="2m")
+    decision, _ = run(half, signals_of(depth=2, consumers=1, age=1.0, arrivals=0.0,
+                                       completions=0.0))  # fmt: skip
+    assert decision.needed == pytest.approx(2 / 60 / (2 / 60))
+    # a mean job as long as the target is a mix's few long jobs: the target again (the mixed
+    # scenario: 1.29x the cheapest policy's worker-seconds when it drained in half the target)
+    slow = spec_of(jobDuration="10m", workerConcurrency="2", targetAge="2m")
+    decision, _ = run(slow, signals_of(depth=2, consumers=1, age=1.0, arrivals=0.0,
+                                       completions=0.0))  # fmt: skip
+    assert decision.needed == pytest.approx(2 / 120 / (2 / 600))
+
+
+def test_workers_still_draining_count_against_the_ceiling_on_a_scale_up() -> None:
+    # the answer was 6 and the broker still sees 10 workers: 4 drain their long jobs and hold
+    # the dependency until they stop, so under a ceiling of 12 the fleet may grow to 8, not 12
+    # (a family of long-job mixes went above the ceiling for most of an hour without this)
+    spec = spec_of(workerThroughput="1", dependencies="postgres=48/4")
+    backlog = signals_of(depth=3000, consumers=10, arrivals=0.0, completions=0.0)
+    decision, _ = decide(backlog, spec, NOW, PolicyState(last_desired=6))
+    assert (decision.desired_workers, decision.reason) == (8, Reason.CLAMPED)
+    settled = replace(backlog, consumers=6)  # they are gone: the whole ceiling again
+    decision, _ = decide(settled, spec, NOW, PolicyState(last_desired=6))
+    assert decision.desired_workers == 12
+    # never a scale-in because of them: the answer holds what it was
+    decision, _ = decide(replace(backlog, consumers=16), spec, NOW, PolicyState(last_desired=6))
+    assert decision.desired_workers == 6

@@ -497,3 +497,27 @@ def test_the_workers_figures_reach_probe_with_their_precision_source_and_age() -
         "unknown",
         None,
     )
+
+
+def test_recent_rate_counts_from_where_the_counts_became_exact_again() -> None:
+    # a list empty at the samples until t=20 (the marker lost count), then 5,000 jobs at once
+    # and 2/s after: the window's rate is a lower bound inflated by the burst, and no snapshot
+    # before the oldest job is exact; the 40 s counted exactly since say 2/s (the burst scenario
+    # in a list format counted its 5,000 jobs as a rate without it: 1.8x the cheapest's cost)
+    history = [
+        QueueSnapshot(
+            observed_at=float(t),
+            depth=0 if t < 20 else 3000,
+            arrivals_total=(t if t < 20 else 5020 + 2 * (t - 20)),
+            completions_total=0,
+            counts_exact=t > 20,
+            counts_source="list-marker",
+        )
+        for t in range(61)
+    ]
+    signals = compute_signals(_with_oldest(history, 20.0), 60.0)
+    assert signals.arrival_rate.precision is Precision.LOWER_BOUND
+    assert signals.flow_rate is None
+    assert signals.recent_rate == pytest.approx(2.0)
+    exact = compute_signals(_with_oldest(_history(61), 30.0), 60.0)
+    assert exact.recent_rate is None  # every count exact: the window's rate says it
