@@ -212,10 +212,11 @@ def test_round_robin_shares_fetches_so_a_queue_of_long_jobs_takes_the_slots() ->
     emails = signals_of(depth=100, in_flight=10, consumers=4, age=10, arrivals=20, completions=20, flow=20)  # fmt: skip
     reports = signals_of(depth=400, in_flight=22, consumers=4, age=100, arrivals=0.2, completions=0.2, flow=0.2)  # fmt: skip
     pool = decided(parse_metadata(metadata), emails, reports)
-    # emails: 20/s at 16/s a worker + 100 in 60 s = 1.354; reports: 0.2/s + 400 in 60 s at
-    # 1/s a worker = 6.867; emails' 1/17 of the slots must be 1.354 workers: 23.02
-    assert [round(q.need, 3) for q in pool.queues] == [1.354, 6.867]
-    assert round(pool.decision.needed or 0, 2) == 23.02
+    # each backlog drains in the 60 s target less one job: emails: 20/s at 16/s a worker + 100
+    # in 59.5 s = 1.355; reports: 0.2/s + 400 in 52 s at 1/s a worker = 7.892; emails' 1/17 of
+    # the slots must be 1.355 workers: 23.04
+    assert [round(q.need, 3) for q in pool.queues] == [1.355, 7.892]
+    assert round(pool.decision.needed or 0, 2) == 23.04
     assert pool.decision.desired_workers == 24
     strict = decided(parse_metadata(metadata | {"queueOrder": "strict"}), emails, reports)
-    assert strict.decision.desired_workers == 9  # emails first: the sum, 8.22
+    assert strict.decision.desired_workers == 10  # emails first: the sum, 9.25
