@@ -67,7 +67,14 @@ async def test_a_restarted_scaler_resumes_the_history_and_estimates_at_once(tmp_
     producer = asyncio.create_task(produce(broker))
     try:
         first = SamplerRegistry(broker.open, Metrics(), checkpoints=Checkpoints(tmp_path, name="a"))
-        await sample_for(first, 2.0)
+        await sample_for(first, 2.5)
+        # A worker takes the first jobs: the oldest waiting one then arrived while the first
+        # scaler watched. (The producer's first job is pushed before the first sample, so no
+        # history saw it arrive and its age is rightly a lower bound; nor can a resumed
+        # history place a job at its very first point once the gap's arrivals, taken at the
+        # recent rate, are one short.)
+        broker.queue("reports").take(3)
+        broker.queue("reports").finish(3)
         await first.aclose()  # writes the checkpoint
         assert (tmp_path / "a.json").is_file()
         await asyncio.sleep(0.5)  # the restart takes a moment; jobs keep coming
