@@ -126,10 +126,21 @@ async def lay_out_every_format(r: aioredis.Redis, p: str) -> dict[str, dict[str,
 
 def without_clock(snapshot: QueueSnapshot) -> QueueSnapshot:
     """The snapshot with the moments it was taken at left out (two samples are never taken at
-    the same instant); the oldest job's enqueue time is compared on its own (a stream's is its
-    entry id's time set against Redis's clock at the sample, which moves between the two)."""
+    the same instant), and so the workers' figures' ages (a heartbeat's age at the sample); the
+    oldest job's enqueue time is compared on its own (a stream's is its entry id's time set
+    against Redis's clock at the sample, which moves between the two)."""
+    readings = snapshot.readings
     return dataclasses.replace(
-        snapshot, observed_at=0.0, counts_observed_at=None, oldest_enqueued_at=None
+        snapshot,
+        observed_at=0.0,
+        counts_observed_at=None,
+        oldest_enqueued_at=None,
+        readings=dataclasses.replace(
+            readings,
+            in_flight=dataclasses.replace(readings.in_flight, age=0.0),
+            consumers=dataclasses.replace(readings.consumers, age=0.0),
+            slots=dataclasses.replace(readings.slots, age=0.0),
+        ),
     )
 
 
