@@ -16,7 +16,9 @@ liveness runs out.
 bound. After each sample the queue gets an :class:`Urgency`, and its next interval is the fast
 one while it is urgent (watched by a StreamIsActive, its oldest age near or over the smallest
 live ``targetAge``, just changed, or asked about by KEDA after a pause); otherwise the interval
-doubles per sample, up to the slow bound (idle: nothing waits or runs; steady: work, unchanged).
+doubles per sample, up to the slow bound (idle: nothing waits or runs; steady: work, unchanged,
+and then at most a quarter of the live triggers' longest ``rateWindow``, so the rates keep
+samples across the window they are measured over).
 So a queue that nobody needs fast costs one read per slow interval, and one that starts to move
 is back to the fast interval after one sample.
 
@@ -67,6 +69,9 @@ FAST_AFTER_ASK = 30.0
 CHANGE_SHARE = 0.1
 #: ... and by at least this many jobs
 CHANGE_MIN = 2
+#: a steady queue is read at least this many times per rate window (idle ones: up to the slow
+#: bound)
+SAMPLES_PER_WINDOW = 4
 #: a broker's budget may stretch an interval up to this (past the slow bound, when all its
 #: queues at the slow bound still do not fit)
 BUDGET_MAX_INTERVAL = 120.0
@@ -218,11 +223,18 @@ def urgency(
     return Urgency.STEADY if busy else Urgency.IDLE
 
 
-def next_interval(previous: float, level: Urgency, fast: float, slow: float) -> float:
+def next_interval(
+    previous: float, level: Urgency, fast: float, slow: float, window: float | None = None
+) -> float:
     """The interval after a sample: ``fast`` while urgent, else ``previous`` relaxed by
-    :data:`RELAX_FACTOR`, within ``fast`` and ``slow`` (``slow`` below ``fast`` is ``fast``)."""
+    :data:`RELAX_FACTOR`, within ``fast`` and ``slow`` (``slow`` below ``fast`` is ``fast``).
+    A steady queue (work waiting or running) keeps :data:`SAMPLES_PER_WINDOW` samples in the
+    live triggers' rate ``window``: its rates, and a knee learned from them, are measured over
+    the window the triggers asked for; only an idle queue relaxes to ``slow`` whatever it is."""
     if level.fast:
         return fast
+    if level is Urgency.STEADY and window is not None:
+        slow = min(slow, window / SAMPLES_PER_WINDOW)
     return max(fast, min(slow, previous * RELAX_FACTOR))
 
 

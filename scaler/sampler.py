@@ -470,7 +470,9 @@ class Sampler:
             moved=changed(previous, snapshot),
             busy=bool(snapshot.depth) or bool(snapshot.in_flight),
         )
-        self._relaxed = next_interval(self._relaxed, self.urgency, self._fast(now), self._slow(now))
+        self._relaxed = next_interval(
+            self._relaxed, self.urgency, self._fast(now), self._slow(now), self._demands.window(now)
+        )
         self._planned = self._actual(now)
         self._jitter = 1.0 - random.uniform(0.0, RELAXED_JITTER) if not self.urgency.fast else 1.0
         if self._pacer is not None:

@@ -188,3 +188,17 @@ def test_the_pace_worked_out_once_still_follows_a_new_demand_and_an_expiry_at_on
     assert demands.interval(5.0) == 1.0
     assert demands.interval(15.0) == 1.0  # FAST lives until 15 ...
     assert demands.interval(15.001) == 600.0  # ... and not a moment longer
+
+
+def test_a_steady_queue_keeps_four_samples_in_its_rate_window_and_an_idle_one_relaxes_fully() -> (
+    None
+):
+    # a backlog draining steadily under a 5 s rateWindow: at most 1.25 s apart, so the rates
+    # (and a knee learned from them) still see the window; an empty queue goes to the slow bound
+    steady, idle = 0.25, 0.25
+    for _ in range(10):
+        steady = next_interval(steady, Urgency.STEADY, fast=0.25, slow=30.0, window=5.0)
+        idle = next_interval(idle, Urgency.IDLE, fast=0.25, slow=30.0, window=5.0)
+    assert (steady, idle) == (1.25, 30.0)
+    # with KEDA-like defaults (60 s window) a steady queue is read every 15 s, not 30 s
+    assert next_interval(30.0, Urgency.STEADY, fast=1.0, slow=30.0, window=60.0) == 15.0
