@@ -146,16 +146,17 @@ async def test_a_real_sidekiq_process_serves_the_pool_in_strict_order(
     pool = sidekiq_pool(own_redis.url, workerConcurrency="4")
     await stub.GetMetricSpec(pool)
 
+    def in_flight(samples: Samples, queue: str) -> float | None:
+        labels = (("broker", "redis"), ("format", "sidekiq"), ("queue", queue))
+        return samples.get(("queue_age_scaler_queue_in_flight", labels))
+
     async def critical_busy() -> bool:
+        """critical runs its 4, and every queue has been sampled since the process's first
+        heartbeat (before it, what runs is unknown: NaN)."""
         await metric(stub, pool)
         samples = await scrape(server.metrics_port)
-        running = samples.get(
-            (
-                "queue_age_scaler_queue_in_flight",
-                (("broker", "redis"), ("format", "sidekiq"), ("queue", "critical")),
-            )
-        )
-        return running == 4
+        running = [in_flight(samples, q) for q in ("critical", "default", "low-a")]
+        return running[0] == 4 and all(r is not None and not math.isnan(r) for r in running)
 
     await until(critical_busy)
     samples = await scrape(server.metrics_port)

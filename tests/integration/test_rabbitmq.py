@@ -122,8 +122,10 @@ async def test_backlog_with_no_consumers(rabbitmq_url: str, helper: Rabbit) -> N
     queue = helper.declare(unique("backlog"))
     helper.publish(queue, 50)
     async with watching(spec_for(rabbitmq_url, queue)) as watch:
-        snapshot, signals = await watch.until(
-            lambda s, _: s.in_flight is not None, STATS_DELAY, "the management figures"
+        snapshot, signals = await watch.until(  # the management API fills a new queue's
+            lambda s, _: s.in_flight is not None and s.consumer_capacity is not None,  # figures
+            STATS_DELAY,  # one statistics interval apart, not all at once
+            "the management figures",
         )
     assert (snapshot.depth, snapshot.in_flight, snapshot.consumers) == (50, 0, 0)
     assert snapshot.consumer_capacity == 0.0
