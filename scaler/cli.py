@@ -294,8 +294,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_slow_interval,
         default=SLOW_INTERVAL,
         metavar="DURATION",
-        help=f"the longest interval between two samples of a queue that is idle or steady "
-        f"(default {SLOW_INTERVAL:g}s): a queue is read at its trigger's sampleInterval while a "
+        help=f"the longest interval between two samples of a queue that is idle (default "
+        f"{SLOW_INTERVAL:g}s; a steady one, with work, at most a quarter of its rateWindow): a queue is read at its trigger's sampleInterval while a "
         "StreamIsActive watches it, its oldest job is near or over targetAge, it changes or KEDA "
         "asks after a pause; a value at or below sampleInterval reads every queue at its "
         "sampleInterval always (docs/operating.md, Sampling)",
