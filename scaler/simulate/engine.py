@@ -105,12 +105,7 @@ class Simulation(Fleet):
 
     def start(self) -> int:
         """The initial fleet; returns the ticks to :meth:`step` through, 1 to that number."""
-        initial = self.autoscaler.initial_replicas()
-        for _ in range(initial):
-            pod = Pod(0.0)
-            self.pods.append(pod)
-            self._ready(pod)
-        self.replicas = initial
+        self._start_fleet(self.autoscaler.initial_replicas())
         self._every = max(1, round(self.series_step / self.tick))
         self._report = max(1, self.ticks // 10)
         self._sample_series(0.0)

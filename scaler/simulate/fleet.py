@@ -26,6 +26,14 @@ class Fleet:
         self.over_ceiling_s = 0.0
         self._accounted_to = 0.0
 
+    def _start_fleet(self, initial: int) -> None:
+        """The fleet at the start: ``initial`` pods, ready at once."""
+        for _ in range(initial):
+            pod = Pod(0.0)
+            self.pods.append(pod)
+            self._ready(pod)
+        self.replicas = initial
+
     def _kill(self, pod: Pod, t: float) -> None:
         """Stop a pod's running jobs; they run again (the engine puts them back)."""
         raise NotImplementedError

@@ -113,12 +113,7 @@ class PoolSimulation(Fleet):
         self.duplicates = 0
 
     def run(self) -> PoolRunResult:
-        initial = self.autoscaler.initial_replicas()
-        for _ in range(initial):
-            pod = Pod(0.0)
-            self.pods.append(pod)
-            self._ready(pod)
-        self.replicas = initial
+        self._start_fleet(self.autoscaler.initial_replicas())
         duration = self.pool.duration
         ticks = math.ceil(duration / self.tick - 1e-9)
         for k in range(1, ticks + 1):
