@@ -26,6 +26,7 @@ from scaler.budget_registry import COOLDOWN as BUDGET_COOLDOWN
 from scaler.budget_registry import HOLD as BUDGET_HOLD
 from scaler.budget_registry import IDLE as BUDGET_IDLE
 from scaler.ceilings.registry import MIN_PROBE_INTERVAL, REFRESH_INTERVAL
+from scaler.cli_types import positive_float, positive_int
 from scaler.connections import load_profiles
 from scaler.durations import parse_duration
 from scaler.errors import CannotListen, InvalidPlugin, ScalerError
@@ -97,16 +98,6 @@ def _slow_interval(text: str) -> float:
     if seconds < MIN_SAMPLE_INTERVAL:
         raise argparse.ArgumentTypeError(f"{text} is below {MIN_SAMPLE_INTERVAL:g}s")
     return seconds
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    return value
 
 
 def _tenant_options(*, open_urls_note: str) -> argparse.ArgumentParser:
@@ -249,7 +240,7 @@ def _parser() -> argparse.ArgumentParser:
     ):
         bounds.add_argument(
             flag,
-            type=_positive_int,
+            type=positive_int,
             default=default,
             metavar="N",
             help=f"most {meaning} (default {default})",
@@ -302,7 +293,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve_cmd.add_argument(
         "--broker-command-budget",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="N",
         help="at most N commands per second to each broker URL, as the scaler sends them (a "
@@ -385,16 +376,6 @@ def _tls_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Tls
     if args.tls_cert is None or args.tls_key is None:
         parser.error("--tls-cert and --tls-key go together")
     return TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number} is below 1")
-    return number
 
 
 def _limits(args: argparse.Namespace) -> limits.Limits:

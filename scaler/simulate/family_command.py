@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from scaler.cli_types import positive_int
 from scaler.simulate.family import Family, load_family
 from scaler.simulate.family_scoreboard import ScenarioScore, json_report, render, score, worst
 from scaler.simulate.policies import build
@@ -31,12 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--family", type=Path, metavar="FILE", help="draw scenarios from this family file"
     )
     family.add_argument(
-        "--count", type=_positive, default=100, help="scenarios to draw (default 100)"
+        "--count", type=positive_int, default=100, help="scenarios to draw (default 100)"
     )
     family.add_argument("--seed", type=int, default=1, help="the draws' seed (default 1)")
     family.add_argument(
         "--jobs",
-        type=_positive,
+        type=positive_int,
         default=os.cpu_count() or 1,
         help="processes that run scenarios (default: the CPU count)",
     )
@@ -55,20 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     family.add_argument(
         "--worst",
-        type=_positive,
+        type=positive_int,
         default=5,
         help="how many worst scenarios --worst-out writes (default 5)",
     )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"got {value}; expected at least 1")
-    return value
 
 
 def run(args: argparse.Namespace, policies: Sequence[str]) -> int:
