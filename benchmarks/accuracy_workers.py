@@ -1,11 +1,14 @@
-"""Sidekiq's and RQ's worker figures against the truth, with real worker processes: Sidekiq
-(Debian's ruby-sidekiq, ``TimedJob`` in tests/clients/sidekiq_jobs.rb) and RQ (``rq worker``,
-the package in the venv).
+"""Sidekiq's, RQ's and Dramatiq's worker figures against the truth, with real worker processes:
+Sidekiq (Debian's ruby-sidekiq, ``TimedJob`` in tests/clients/sidekiq_jobs.rb), RQ (``rq
+worker``, the package in the venv) and Dramatiq (the ``dramatiq`` command running
+``benchmarks/dramatiq_jobs.py``).
 
 For each library and load, jobs are pushed (Sidekiq: its JSON payload, ``LPUSH queue:<q>`` and
-``SADD queues``, as its client writes them; RQ: ``rq.Queue.enqueue``) and run by real worker
-processes: two Sidekiq processes of 2 and 3 threads, or four RQ workers (a slot each), on a
-private redis-server (Sidekiq's process registry is not namespaced). Each job records when it
+``SADD queues``, as its client writes them; RQ: ``rq.Queue.enqueue``; Dramatiq:
+``actor.send``) and run by real worker processes: two Sidekiq processes of 2 and 3 threads,
+four RQ workers (a slot each), or two Dramatiq processes of 2 threads (Dramatiq records no
+thread count, so its slots must read unknown), on a private redis-server (Sidekiq's process
+registry is not namespaced). Each job records when it
 started and finished, and in which process. The scaler's adapter samples the queue every
 ``--interval`` s; at every sample:
 
@@ -24,7 +27,7 @@ started and finished, and in which process. The scaler's adapter samples the que
 - completion rate over 10 s against the jobs finished in those 10 s (goal: within 10%);
 - the share of samples whose counts were flagged exact.
 
-Run: ``.venv/bin/python -m benchmarks.accuracy_workers [--libraries sidekiq,rq]
+Run: ``.venv/bin/python -m benchmarks.accuracy_workers [--libraries sidekiq,rq,dramatiq]
 [--loads steady,bursty,keeping-up] [--seconds 40] [--interval 1]`` (needs ``scripts/clients``
 for Sidekiq; starts its own redis-server).
 """
@@ -41,12 +44,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+import dramatiq
 import redis
 import redis.asyncio as aioredis
 import rq
 import rq.job
+from dramatiq.brokers.redis import RedisBroker
 
 from benchmarks.processes import ROOT
 from benchmarks.sidekiq_redis import private_redis
@@ -64,6 +69,7 @@ RATE_WINDOW = 10.0
 #: Sidekiq: the processes' threads; RQ: the workers (one job each)
 SIDEKIQ_THREADS = (2, 3)
 RQ_WORKERS = 4
+DRAMATIQ_PROCESSES, DRAMATIQ_THREADS = 2, 2
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,8 @@ class Library:
     """One library's producer and workers."""
 
     name: str
+    #: whether the library records its processes' threads (Dramatiq does not)
+    records_slots = True
     #: whether the completions are the list marker's (jobs taken) rather than jobs finished
     takes: bool
     processes: int
@@ -161,6 +169,10 @@ class Library:
     async def beats(self, r: aioredis.Redis) -> dict[int, float]:
         """Each live process's last heartbeat, by pid (none where the library keeps none)."""
         return {}
+
+    async def registered(self, adapter: Any, r: aioredis.Redis) -> bool:
+        """Whether every worker process has registered."""
+        return bool((await adapter.sample()).consumers == self.processes)
 
     def records(self) -> tuple[dict[str, tuple[int, float]], dict[str, tuple[int, float]]]:
         def read(key: str) -> dict[str, tuple[int, float]]:
@@ -235,17 +247,72 @@ class RQ(Library):
         ]
 
     def stop(self) -> None:
-        for worker in self.workers:
-            worker.terminate()
-        for worker in self.workers:
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+        _terminate(self.workers)
 
 
-LIBRARIES: dict[str, type[Library]] = {"sidekiq": Sidekiq, "rq": RQ}
+class Dramatiq(Library):
+    """Two ``dramatiq`` processes of 2 threads each (``benchmarks/dramatiq_jobs.py``), each
+    prefetching as many messages as it has threads (``dramatiq_queue_prefetch``): Dramatiq
+    counts what a consumer prefetched in its ack set, so with its default prefetch (twice the
+    threads) in flight also counts the messages a process holds waiting for a thread."""
+
+    name, takes, records_slots = "dramatiq", True, False
+    processes, slots = DRAMATIQ_PROCESSES, DRAMATIQ_PROCESSES * DRAMATIQ_THREADS
+
+    def __init__(self, url: str, queue: str, ms: int) -> None:
+        super().__init__(url, queue, ms)
+        self.broker = RedisBroker(url=url)  # type: ignore[no-untyped-call]
+        self.actor = dramatiq.actor(
+            broker=self.broker, actor_name="timed_job", queue_name=queue, max_retries=0
+        )(_never_run)
+
+    async def registered(self, adapter: Any, r: aioredis.Redis) -> bool:
+        """Every process's broker beats (an idle one holds nothing of the queue, so the adapter
+        cannot tell it serves it yet)."""
+        members = cast(list[bytes], await r.zrange("dramatiq:__heartbeats__", 0, -1))
+        beating = {m.decode() for m in members}
+        return len(beating - {self.broker.broker_id}) >= self.processes
+
+    def push(self) -> str:
+        job = uuid.uuid4().hex
+        self.actor.send(job, self.ms)
+        return job
+
+    def start(self) -> None:
+        env = os.environ | {
+            "QAS_ACC_URL": self.url,
+            "QAS_ACC_QUEUE": self.queue,
+            "dramatiq_queue_prefetch": str(DRAMATIQ_THREADS),
+        }
+        command = [sys.executable, "-m", "dramatiq", "benchmarks.dramatiq_jobs"]
+        command += ["--processes", str(DRAMATIQ_PROCESSES), "--threads", str(DRAMATIQ_THREADS)]
+        self.workers = [
+            subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        ]
+
+    def stop(self) -> None:
+        _terminate(self.workers)
+        self.broker.close()
+
+
+def _never_run(job: str, ms: int) -> None:
+    """The producer's side of ``benchmarks.dramatiq_jobs.timed_job`` (the workers run theirs)."""
+
+
+def _terminate(workers: list[subprocess.Popen[bytes]]) -> None:
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+LIBRARIES: dict[str, type[Library]] = {"sidekiq": Sidekiq, "rq": RQ, "dramatiq": Dramatiq}
 
 
 @dataclass
@@ -276,7 +343,7 @@ def score(library: Library, samples: list[Sample], records: Records) -> dict[str
     for sample in samples[1:]:
         s, a, t = sample.snapshot, sample.asked, sample.snapshot.observed_at
         ok["processes"].append(s.consumers == library.processes)
-        ok["slots"].append(s.slots == library.slots)
+        ok["slots"].append(s.slots == (library.slots if library.records_slots else None))
         sure_now, loose_now = records.running_in(a, t, margin=EPSILON)
         ok["now"].append(_within(s.in_flight, sure_now, loose_now))
         beats = sample.beats.items()
@@ -357,7 +424,7 @@ async def run_one(url: str, name: str, load_name: str, seconds: float, interval:
     library.start()
     try:
         deadline = time.monotonic() + 60
-        while (await adapter.sample()).consumers != library.processes:  # all registered
+        while not await library.registered(adapter, r):
             assert time.monotonic() < deadline, f"{name}: the workers did not register"
             await asyncio.sleep(0.2)
         for _ in range(load.backlog):
