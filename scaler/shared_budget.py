@@ -15,12 +15,13 @@ fits.
 
 **A pool behind its target weighs more.** Each pool's weight in that split is its
 ``dependencyWeight`` times its *lateness*: its oldest job's age over its target age, taken
-between 1 (on time) and :data:`LATE_WEIGHT` (twice as late or more). Between pools that both
+between 1 (on time) and :data:`LATE_WEIGHT` (1.5 times late or more). Between pools that both
 need more than the slots allow, the one whose queue is already over its target gets the larger
-part, up to twice its weight's: the pool that has slack, whose age is within its target, gives
-way while the other drains what it built up. The bound keeps the configured weights in charge
-(a pool of weight 2 on time still gets as much as a pool of weight 1 twice as late) and never
-lets a late pool's weight starve a small pool below half its plain share.
+part, up to half again its weight's: the pool with slack, its age within its target, gives way
+while the other drains what it built up. The bound keeps the configured weights in charge (a
+pool of weight 2 on time still gets more than a pool of weight 1 however late), so where the
+pools' needs far exceed the slots it does not spread the lateness to every pool; and a small
+pool keeps at least two thirds of its plain share beside late ones.
 
 **The transition: a pool grows only into slots nobody else holds or is allotted.** A pool's
 ``held`` workers are those it may still run (what it runs, and what it was told within the
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 #: slack on comparisons of slot counts (limits and per-worker slots are given as decimals)
 EPSILON = 1e-9
 #: the most a pool's lateness (oldest age over target age) multiplies its weight by
-LATE_WEIGHT = 2.0
+LATE_WEIGHT = 1.5
 
 
 @dataclass(frozen=True, slots=True)

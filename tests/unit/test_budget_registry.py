@@ -120,10 +120,10 @@ def test_the_later_pool_gets_more_of_the_contested_slots() -> None:
     assert ask(registry, "orders", 20, now=0.0) == 20
     evaluation = evaluated(trigger, 20)
     late = registry.apply(
-        "shop", "mailer", "m", trigger, evaluation.signals, evaluation.decision, 1.0, 1.5
+        "shop", "mailer", "m", trigger, evaluation.signals, evaluation.decision, 1.0, 1.25
     )
-    assert late.desired_workers == 12  # 1.5 against orders' 1 (on time): 12 of the 20 workers
-    assert ask(registry, "orders", 20, now=2.0) == 8
+    assert late.desired_workers == 11  # 1.25 against orders' 1 (on time): 11 of the 20 workers
+    assert ask(registry, "orders", 20, now=2.0) == 9
 
 
 def test_the_reason_names_the_budget_and_the_share() -> None:
