@@ -217,7 +217,7 @@ class BudgetRegistry:
         pool = f"{namespace}/{name}"
         late = _lateness(signals, spec) if lateness is None else lateness
         pools: list[_Pool] = []
-        touched: list[tuple[BudgetKey, _Budget]] = []
+        touched: list[tuple[BudgetKey, _Budget, int]] = []
         tightest: _Grant | None = None
         for dep in spec.dependencies:
             key = budget_key(namespace, spec, dep)
@@ -245,9 +245,9 @@ class BudgetRegistry:
                 asked=now,
             )
             pools.append(entry)
-            touched.append((key, budget))
             split = self._split(key, budget, now)
             share = next(s for s in split.pools if s.pool == pool)
+            touched.append((key, budget, share.granted))
             asked = entry.ask(pool, now, self.hold, self.cooldown)
             whole = math.floor(split.limit / asked.per_worker + 1e-9)
             found = _Grant(
@@ -261,12 +261,14 @@ class BudgetRegistry:
         answer = _within(decision, spec, signals, tightest, workers)
         for entry in pools:
             entry.answered(now, workers, answer.active)
-            if len(pools) > 1:
-                # what another budget does not let the pool run it does not need here: the
-                # slots go to the other pools of this one
-                entry.triggers[trigger].need = min(entry.triggers[trigger].need, workers)
-        if len(pools) > 1:
-            for key, budget in touched:
+        for number, (key, budget, _) in enumerate(touched):
+            # what the pool's other budgets do not let it run it does not need in this one:
+            # those slots go to this budget's other pools (its own grant here it keeps asking
+            # for, so slots it waits for while others scale in stay claimed)
+            elsewhere = [g for n, (_, _, g) in enumerate(touched) if n != number]
+            ask = budget.pools[pool].triggers[trigger]
+            if elsewhere and min(elsewhere) < ask.need:
+                ask.need = min(elsewhere)
                 self._split(key, budget, now)
         return answer
 

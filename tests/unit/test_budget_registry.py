@@ -113,6 +113,17 @@ def test_slots_another_budget_does_not_let_a_pool_use_go_to_the_others() -> None
     assert ask(registry, "orders", 20, now=3.0, trigger=both) == 5
 
 
+def test_a_pool_waiting_in_its_tightest_budget_keeps_its_claim_there() -> None:
+    """orders waits for mailer to scale in on postgres (its redis budget would give it all):
+    it keeps asking postgres for its whole need, so mailer is still told its share, 10."""
+    registry = BudgetRegistry(hold=30.0, cooldown=0.0)
+    both = spec("postgres=100/5,redis=40/2")
+    assert ask(registry, "mailer", 20, now=0.0) == 20
+    assert ask(registry, "orders", 20, now=1.0, trigger=both) == 0  # mailer holds 20 for 30 s
+    assert ask(registry, "mailer", 20, now=2.0) == 10
+    assert ask(registry, "orders", 20, now=31.0, trigger=both) == 10
+
+
 def test_the_later_pool_gets_more_of_the_contested_slots() -> None:
     registry = BudgetRegistry(hold=0.0, cooldown=0.0)
     trigger = spec()  # targetAge 60 s by default: the evaluated backlog is 31 s old
