@@ -6,9 +6,11 @@ one dependency's limit, shared by every pool whose triggers name it in the same 
 (:func:`budget_key`): by default a static dependency (``postgres=100/5``) within the namespace,
 a probed one (``postgres=probe:orders-pg/5``) with every trigger that probes that connection
 profile, whatever its namespace. After a trigger's own decision (:mod:`scaler.evaluation`), the
-registry records what the pool needs, splits each budget between the pools that asked within
-``idle`` seconds (:mod:`scaler.shared_budget`'s rule) and lowers the decision to the pool's
-grant, with the reason ``shared budget postgres: 8 of 20 workers, 2 pools``.
+registry records what the pool needs and how late its queue is, splits each budget between the
+pools that asked within ``idle`` seconds (:mod:`scaler.shared_budget`'s rule) and lowers the decision to the pool's
+grant, with the reason ``shared budget postgres: 8 of 20 workers, 2 pools``. A trigger whose
+dependencies share several budgets answers its smallest grant, and asks each of the others for
+no more than that: the slots it could not use there go to their other pools.
 
 What a pool may still run (``held``) is the most of what its broker shows attached, what it
 was answered within ``hold`` seconds, and one worker if it was answered active within
@@ -89,6 +91,8 @@ class _TriggerAsk:
     floor: int
     #: workers the broker shows attached (None: not shown)
     observed: int | None
+    #: its oldest job's age over its target age (0 where unknown)
+    lateness: float
     #: the budget's limit in slots, as this trigger sees it
     limit: float
     asked: float
@@ -118,6 +122,7 @@ class _Pool:
             weight=max(a.weight for a in asks),
             floor=max(a.floor for a in asks),
             held=max(answered, observed),
+            lateness=max(a.lateness for a in asks),
         )
 
     def answered(self, now: float, workers: int, active: bool | None) -> None:
@@ -199,15 +204,20 @@ class BudgetRegistry:
         signals: QueueSignals,
         decision: Decision,
         now: float,
+        lateness: float | None = None,
     ) -> Decision:
         """``decision``, for the trigger ``trigger`` of the pool ``namespace/name``, within the
         pool's grant of every budget its dependencies share; the same decision where none
-        lowers it. Raises :class:`ResourceExhausted` past a bound (module doc)."""
+        lowers it. ``lateness``: the pool's oldest age over its target (a pool of queues: the
+        latest queue's), by default the signals' oldest age over the spec's target. Raises
+        :class:`ResourceExhausted` past a bound (module doc)."""
         parts = decision.ceiling_parts
         if parts is None or decision.ceiling_unknown is not None:
             return decision
         pool = f"{namespace}/{name}"
+        late = _lateness(signals, spec) if lateness is None else lateness
         pools: list[_Pool] = []
+        touched: list[tuple[BudgetKey, _Budget, int]] = []
         tightest: _Grant | None = None
         for dep in spec.dependencies:
             key = budget_key(namespace, spec, dep)
@@ -230,12 +240,14 @@ class BudgetRegistry:
                 weight=spec.dependency_weight,
                 floor=spec.min_workers,
                 observed=signals.consumers,
+                lateness=late,
                 limit=limit,
                 asked=now,
             )
             pools.append(entry)
             split = self._split(key, budget, now)
             share = next(s for s in split.pools if s.pool == pool)
+            touched.append((key, budget, share.granted))
             asked = entry.ask(pool, now, self.hold, self.cooldown)
             whole = math.floor(split.limit / asked.per_worker + 1e-9)
             found = _Grant(
@@ -249,6 +261,15 @@ class BudgetRegistry:
         answer = _within(decision, spec, signals, tightest, workers)
         for entry in pools:
             entry.answered(now, workers, answer.active)
+        for number, (key, budget, _) in enumerate(touched):
+            # what the pool's other budgets do not let it run it does not need in this one:
+            # those slots go to this budget's other pools (its own grant here it keeps asking
+            # for, so slots it waits for while others scale in stay claimed)
+            elsewhere = [g for n, (_, _, g) in enumerate(touched) if n != number]
+            ask = budget.pools[pool].triggers[trigger]
+            if elsewhere and min(elsewhere) < ask.need:
+                ask.need = min(elsewhere)
+                self._split(key, budget, now)
         return answer
 
     def _budget(self, key: BudgetKey, now: float) -> _Budget:
@@ -321,6 +342,12 @@ class BudgetRegistry:
                 del self._budgets[key]
                 self.last.pop(key, None)
         return [self.last[key] for key in self._budgets if key in self.last]
+
+
+def _lateness(signals: QueueSignals, spec: TriggerSpec) -> float:
+    """The queue's oldest age over its target age; 0 where the age is unknown."""
+    age = signals.oldest_age.value
+    return age / spec.target_age if age is not None and spec.target_age > 0 else 0.0
 
 
 def _limit(dep: Dependency, parts: Ceiling) -> float | None:

@@ -123,6 +123,8 @@ class QueueShare:
     need: float
     #: what it gets of the pool's answer under the serving order (:func:`allot`)
     allotted: float = 0.0
+    #: its own target age (the oldest job's age over it is the queue's lateness)
+    target_age: float = 0.0
 
     @property
     def short(self) -> bool:
@@ -158,8 +160,22 @@ class PoolDecision:
     #: the queue that drives the decision: the one left shortest under a ceiling, else the one
     #: that needs most; None while no queue needs a worker
     driving: str | None
+    #: the serving order the allotments follow
+    order: ServingOrder
     #: why there is no answer (a queue's depth, or a ceiling, is unknown), else None
     unknown: str | None = None
+
+    @property
+    def lateness(self) -> float:
+        """The most any queue's oldest age is over its own target age (0 where none is known)."""
+        return max(
+            (
+                q.signals.oldest_age.value / q.target_age
+                for q in self.queues
+                if q.signals.oldest_age.value is not None and q.target_age > 0
+            ),
+            default=0.0,
+        )
 
 
 def queue_workers(signals: Sequence[QueueSignals], pool_workers: int | None) -> list[int | None]:
@@ -230,7 +246,16 @@ def decide_queues(
             needed = max(needed or 0.0, float(decision.desired_workers))
         if signals.depth is None and unknown is None:
             unknown = f"the depth of {member.spec.source.describe()} is unknown right now"
-        out.append(QueueShare(member.queue.name, member.queue.weight, decision, signals, needed))
+        out.append(
+            QueueShare(
+                member.queue.name,
+                member.queue.weight,
+                decision,
+                signals,
+                needed,
+                target_age=member.spec.target_age,
+            )
+        )
     total = _total(order, out)
     return PoolNeed(order, tuple(out), workers, total, unknown), replace(state, queues=states)
 
@@ -342,7 +367,23 @@ def bound_pool(
         ceiling_parts=ceiling if spec.dependencies else None,
         detail=need.unknown or _detail(queues, driving, need.total),
     )
-    return PoolDecision(decision, queues, driving, unknown), state
+    return PoolDecision(decision, queues, driving, need.order, unknown), state
+
+
+def with_total(pool: PoolDecision, decision: Decision) -> PoolDecision:
+    """``pool`` answering ``decision`` (its own, lowered by a shared budget): each queue's
+    allotment of the new total under the serving order, the queue that drives it, and the
+    reason's detail, so metrics and logs show what the queues get of the final answer."""
+    if decision.desired_workers == pool.decision.desired_workers:
+        return replace(pool, decision=decision)
+    weights = slot_weights(pool.order, pool.queues)
+    allotted = allot(pool.order, [q.need for q in pool.queues], weights, decision.desired_workers)
+    queues = tuple(replace(q, allotted=a) for q, a in zip(pool.queues, allotted, strict=True))
+    driving = _driving(queues)
+    detail = decision.detail
+    if pool.unknown is None:
+        detail = _detail(queues, driving, decision.needed or 0.0)
+    return replace(pool, decision=replace(decision, detail=detail), queues=queues, driving=driving)
 
 
 def decide_pool(

@@ -37,7 +37,7 @@ from scaler.metrics import Metrics
 from scaler.parse_turns import ParseTurns
 from scaler.policy import Decision
 from scaler.pool_evaluation import PoolEvaluator, QueueHistory
-from scaler.pool_policy import PoolDecision, member_spec
+from scaler.pool_policy import PoolDecision, member_spec, with_total
 from scaler.pool_queues import PoolQueues
 from scaler.profiles import Profile, as_profiles
 from scaler.routes import Route, Routes, Trigger
@@ -338,10 +338,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         ]
         evaluation = evaluator.evaluate(each, spec, figures)
         pool = evaluation.pool
-        decision = self._within_budgets(
+        _, within = self._within_budgets(
             key, trigger, _pool_signals(pool), pool.decision, pool, evaluation.fresh
         )
-        return pool if decision is pool.decision else dataclasses.replace(pool, decision=decision)
+        assert within is not None
+        return within
 
     async def _figures(self, spec: TriggerSpec) -> Mapping[str, ProbeFigure]:
         """The trigger's dependencies' probe figures (none to read: no wait)."""
@@ -381,7 +382,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         key, trigger = self._trigger(ref, spec, route)
         evaluation = trigger.evaluator.evaluate(history, spec, sampler.arrivals, figures)
         signals = evaluation.signals
-        decision = self._within_budgets(
+        decision, _ = self._within_budgets(
             key, trigger, signals, evaluation.decision, None, evaluation.fresh
         )
         return signals, decision
@@ -394,14 +395,18 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         decision: Decision,
         pool: PoolDecision | None,
         fresh: bool,
-    ) -> Decision:
+    ) -> tuple[Decision, PoolDecision | None]:
         """The trigger's decision within its pool's share of the dependencies it shares with
-        other ScaledObjects; recorded and logged once per sample and probe figures (``fresh``),
-        and whenever the budgets change it."""
+        other ScaledObjects (and a pool trigger's queues' allotments of it); recorded and logged
+        once per sample and probe figures (``fresh``), and whenever the budgets change it."""
         namespace, name, spec = key
+        lateness = None if pool is None else pool.lateness
         decision = self._budgets.apply(
-            namespace, name, key, spec, signals, decision, time.monotonic()
+            namespace, name, key, spec, signals, decision, time.monotonic(), lateness
         )
+        if pool is not None:
+            pool = with_total(pool, decision)
+            decision = pool.decision
         if fresh or decision != trigger.recorded:
             trigger.recorded = decision
             self._metrics.record_decision(namespace, name, spec, signals, decision)
@@ -410,7 +415,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             self._log_decision(key, trigger, signals, decision, pool)
             for budget in self._budgets.touched(namespace, spec):
                 self._metrics.record_budget(budget)
-        return decision
+        return decision, pool
 
     def _forget_idle(self, now: float) -> None:
         """Forget the triggers nobody asked about for ``idle_after``, and the metrics that only

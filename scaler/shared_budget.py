@@ -13,6 +13,16 @@ to their weights. Slots are then rounded down to whole workers, and the slots le
 worker at a time to the unmet pool with the least slots per weight after that worker, while one
 fits.
 
+**A pool behind its target weighs more.** Each pool's weight in that split is its
+``dependencyWeight`` times its *lateness*: its oldest job's age over its target age, taken
+between 1 (on time) and :data:`LATE_WEIGHT` (1.5 times late or more). Between pools that both
+need more than the slots allow, the one whose queue is already over its target gets the larger
+part, up to half again its weight's: the pool with slack, its age within its target, gives way
+while the other drains what it built up. The bound keeps the configured weights in charge (a
+pool of weight 2 on time still gets more than a pool of weight 1 however late), so where the
+pools' needs far exceed the slots it does not spread the lateness to every pool; and a small
+pool keeps at least two thirds of its plain share beside late ones.
+
 **The transition: a pool grows only into slots nobody else holds or is allotted.** A pool's
 ``held`` workers are those it may still run (what it runs, and what it was told within the
 time its HPA may take to scale in). Its ``granted`` workers, what it is answered now, are its
@@ -32,6 +42,8 @@ from dataclasses import dataclass
 
 #: slack on comparisons of slot counts (limits and per-worker slots are given as decimals)
 EPSILON = 1e-9
+#: the most a pool's lateness (oldest age over target age) multiplies its weight by
+LATE_WEIGHT = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +62,13 @@ class PoolAsk:
     floor: int = 0
     #: workers it may still run: the most it runs now or was told within its scale-in time
     held: int = 0
+    #: its oldest job's age over its target age (0 where unknown)
+    lateness: float = 0.0
+
+    @property
+    def share_weight(self) -> float:
+        """Its weight in the split: ``weight`` times its lateness within [1, LATE_WEIGHT]."""
+        return self.weight * min(LATE_WEIGHT, max(1.0, self.lateness))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +120,7 @@ def _water_fill(
 
     level = _water_level(limit, asks, wanted, base)
     slots = [
-        max(b * a.per_worker, min(w * a.per_worker, level * a.weight))
+        max(b * a.per_worker, min(w * a.per_worker, level * a.share_weight))
         for a, w, b in zip(asks, wanted, base, strict=True)
     ]
     workers = [
@@ -112,7 +131,7 @@ def _water_fill(
     # the slots left after rounding: one worker at a time to the unmet pool with the least
     # slots per weight after it, while one fits
     heap = [
-        ((n + 1) * a.per_worker / a.weight, a.pool, i)
+        ((n + 1) * a.per_worker / a.share_weight, a.pool, i)
         for i, (a, n, w) in enumerate(zip(asks, workers, wanted, strict=True))
         if n < w
     ]
@@ -125,7 +144,9 @@ def _water_fill(
         workers[i] += 1
         left -= ask.per_worker
         if workers[i] < wanted[i]:
-            heapq.heappush(heap, ((workers[i] + 1) * ask.per_worker / ask.weight, ask.pool, i))
+            heapq.heappush(
+                heap, ((workers[i] + 1) * ask.per_worker / ask.share_weight, ask.pool, i)
+            )
     return workers
 
 
@@ -141,9 +162,10 @@ def _water_level(
     for ask, most, least in zip(asks, wanted, base, strict=True):
         low, high = least * ask.per_worker, most * ask.per_worker
         const += low
+        weight = ask.share_weight
         if high > low:
-            events.append((low / ask.weight, 0, ask.weight, low))  # starts rising
-            events.append((high / ask.weight, 1, ask.weight, high))  # has all it wants
+            events.append((low / weight, 0, weight, low))  # starts rising
+            events.append((high / weight, 1, weight, high))  # has all it wants
     slope = 0.0
     level = 0.0
     for level_at, kind, weight, slots in sorted(events):

@@ -94,6 +94,49 @@ def test_the_triggers_of_one_scaledobject_are_one_pool_needing_the_largest() -> 
     ]  # fmt: skip
 
 
+def test_slots_another_budget_does_not_let_a_pool_use_go_to_the_others() -> None:
+    """orders names postgres (shared with mailer) and redis (shared with reports, of weight
+    3): redis grants it 5 workers, so it asks postgres for 5, not 20, and mailer gets 15."""
+    registry = BudgetRegistry(hold=0.0, cooldown=0.0)
+    both = spec("postgres=100/5,redis=40/2")
+    assert (
+        ask(registry, "reports", 20, now=0.0, trigger=spec("redis=40/2", dependencyWeight="3"))
+        == 20
+    )
+    assert ask(registry, "orders", 20, now=1.0, trigger=both) == 5
+    assert ask(registry, "mailer", 15, now=2.0) == 15
+    postgres = next(b for b in registry.snapshot(2.0) if b.key.name == "postgres")
+    assert [(p.pool, p.need, p.allotted) for p in postgres.pools] == [
+        ("shop/mailer", 15, 15), ("shop/orders", 5, 5),
+    ]  # fmt: skip
+    # orders' next ask is its whole need again; redis still holds it to 5
+    assert ask(registry, "orders", 20, now=3.0, trigger=both) == 5
+
+
+def test_a_pool_waiting_in_its_tightest_budget_keeps_its_claim_there() -> None:
+    """orders waits for mailer to scale in on postgres (its redis budget would give it all):
+    it keeps asking postgres for its whole need, so mailer is still told its share, 10."""
+    registry = BudgetRegistry(hold=30.0, cooldown=0.0)
+    both = spec("postgres=100/5,redis=40/2")
+    assert ask(registry, "mailer", 20, now=0.0) == 20
+    assert ask(registry, "orders", 20, now=1.0, trigger=both) == 0  # mailer holds 20 for 30 s
+    assert ask(registry, "mailer", 20, now=2.0) == 10
+    assert ask(registry, "orders", 20, now=31.0, trigger=both) == 10
+
+
+def test_the_later_pool_gets_more_of_the_contested_slots() -> None:
+    registry = BudgetRegistry(hold=0.0, cooldown=0.0)
+    trigger = spec()  # targetAge 60 s by default: the evaluated backlog is 31 s old
+    assert trigger.target_age == 60
+    assert ask(registry, "orders", 20, now=0.0) == 20
+    evaluation = evaluated(trigger, 20)
+    late = registry.apply(
+        "shop", "mailer", "m", trigger, evaluation.signals, evaluation.decision, 1.0, 1.25
+    )
+    assert late.desired_workers == 11  # 1.25 against orders' 1 (on time): 11 of the 20 workers
+    assert ask(registry, "orders", 20, now=2.0) == 9
+
+
 def test_the_reason_names_the_budget_and_the_share() -> None:
     registry = BudgetRegistry(hold=1.5, cooldown=0.0)
     ask(registry, "orders", 20, now=0.0)

@@ -213,3 +213,13 @@ async def test_a_pool_of_queues_shares_the_budget_on_its_total() -> None:
         assert await workers(stub, orders) == 10
         assert figure(server, "shop/postgres", "shop/sidekiq", "granted") == 10
         assert reason(server, workers_pool) == "shared budget postgres"
+        # each queue's allotment is of the 10 the budget grants, not of the 20 the pool needs
+        allotted = {
+            sample.labels["pool_queue"]: sample.value
+            for metric in server.metrics.registry.collect()
+            if metric.name == "queue_age_scaler_pool_queue_allotted_workers"
+            for sample in metric.samples
+            if sample.labels["scaled_object"] == "sidekiq"
+        }
+        assert set(allotted) == {"critical", "default"}
+        assert sum(allotted.values()) == pytest.approx(10)

@@ -3,6 +3,8 @@ own decision, with the serving order, per-queue targets and the bounds on the to
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from scaler.policy import Reason
@@ -14,6 +16,7 @@ from scaler.pool_policy import (
     decide_pool,
     member_spec,
     queue_workers,
+    with_total,
 )
 from scaler.pool_spec import ServingOrder
 from scaler.signals import QueueSignals
@@ -84,6 +87,29 @@ def test_strict_order_starves_the_lower_queue_under_the_ceiling() -> None:
     assert pool.decision.reason_text == (
         "clamped by maxWorkers; queue low gets 0.0 of the 6.0 workers it needs (draining backlog)"
     )
+
+
+def test_a_budget_that_lowers_the_total_lowers_the_queues_allotments() -> None:
+    pool = decided(pool_of(), CRITICAL, DEFAULT, LOW)
+    # a shared budget grants 12 of the 24: strict order, the lowest queues go short
+    granted = dataclasses.replace(pool.decision, desired_workers=12, reason=Reason.SHARED_BUDGET)
+    within = with_total(pool, granted)
+    assert {q.name: round(q.allotted, 6) for q in within.queues} == {
+        "critical": 8.0, "default": 4.0, "low": 0.0,
+    }  # fmt: skip
+    assert within.driving == "low"
+    assert within.decision.detail == (
+        "queue low gets 0.0 of the 6.0 workers it needs (draining backlog)"
+    )
+    # the budget granting the whole need changes nothing but the decision
+    assert with_total(pool, pool.decision).queues == pool.queues
+
+
+def test_the_pools_lateness_is_its_latest_queues_age_over_its_own_target() -> None:
+    spec = pool_of(queueTargetAges="critical=10s,low=10m")
+    pool = decided(spec, CRITICAL, DEFAULT, LOW)
+    # critical 20 s of 10 s, default 50 s of the pool's 60 s, low 300 s of 600 s
+    assert pool.lateness == pytest.approx(2.0)
 
 
 def test_weighted_order_gives_each_queue_its_weights_share_under_the_ceiling() -> None:

@@ -146,3 +146,22 @@ def test_pools_that_follow_their_grants_reach_their_allotments_under_the_limit(
         assert used <= max(limit, start) + EPSILON
         if number >= 1:
             assert all(split[a.pool].granted == split[a.pool].allotted for a in current)
+
+
+def test_a_pool_behind_its_target_gets_more_of_contested_slots_up_to_half_again() -> None:
+    # 100 slots, both need more: on time, 10 and 10 workers
+    on_time = [PoolAsk("a", need=30, per_worker=5, lateness=0.5), PoolAsk("b", 30, 5)]
+    assert allocate(100, on_time) == {"a": 10, "b": 10}
+    # b's oldest job is 1.25 times its target: 1.25 against 1, 11 and 9 workers
+    late = [PoolAsk("a", need=30, per_worker=5, lateness=0.5), PoolAsk("b", 30, 5, lateness=1.25)]
+    assert allocate(100, late) == {"a": 9, "b": 11}
+    # however late, at most 1.5 times its weight: a weight of 1.5 on time holds its own
+    later = [PoolAsk("a", 30, 5, weight=1.5), PoolAsk("b", 30, 5, lateness=9.0)]
+    assert allocate(100, later) == {"a": 10, "b": 10}
+    # and a weight of 2 on time still gets more than it
+    assert allocate(100, [PoolAsk("a", 30, 5, weight=2), PoolAsk("b", 30, 5, lateness=9.0)]) == {
+        "a": 12, "b": 8,
+    }  # fmt: skip
+    # a pool that needs little still gets its need beside a late one
+    small = [PoolAsk("a", need=2, per_worker=5), PoolAsk("b", 30, 5, lateness=9.0)]
+    assert allocate(100, small) == {"a": 2, "b": 18}
