@@ -32,6 +32,12 @@ PRIOR_JOBS = 20.0
 MIN_LEARNED_COMPLETIONS = 10.0
 #: the HPA's default scale-down stabilisation: it may hold the largest answer this long
 HPA_STABILIZATION = 300.0
+#: the fast rate counts as a step up in the flow where it is at least this many times the
+#: window's rate ...
+STEP_RATIO = 1.5
+#: ... and its excess over the window's rate is at least this many Poisson standard deviations
+#: of the arrivals the window's rate expects in the fast rate's span
+STEP_SIGMAS = 4.0
 
 
 class Reason(enum.StrEnum):
@@ -179,10 +185,12 @@ def decide(
     desired, reason = _with_draining(signals, state, ceiling, desired, reason)
     if desired == 0 and reason is not Reason.PAUSED:
         reason = Reason.IDLE
-    if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
+    # nothing seen yet (see :func:`_unseen`): no answer, so that KEDA and the HPA hold the fleet
+    unseen = _unseen(signals, spec, state)
+    if parts.unknown is None and not unseen:  # an answer KEDA gets: what the fleet will be
         state = _answered(state, desired, now)
 
-    active = is_active(signals, spec)
+    active = is_active(signals, spec, unseen)
     if signals.paused:  # neither scale a paused queue's workers to zero nor up from zero
         active = desired > 0
     if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
@@ -194,7 +202,9 @@ def decide(
         limited_by=limiter if reason is Reason.CLAMPED else None,
         reason=reason,
         # a probe with nothing to go on: no answer (UNAVAILABLE) rather than an unbounded one
-        metric_value=None if parts.unknown else _metric_value(signals, spec, desired, ceiling),
+        metric_value=None
+        if parts.unknown or unseen
+        else _metric_value(signals, spec, desired, ceiling),
         active=active,
         needed=needed,
         throughput=throughput,
@@ -357,7 +367,7 @@ def _needed(
     if signals.depth is None:
         return None, Reason.DEPTH_UNKNOWN
     depth = signals.depth
-    if not depth and not signals.in_flight:
+    if not depth and not signals.in_flight and not _unseen_flow(signals):
         return 0.0, Reason.IDLE
     needed: float | None = None
     reason = Reason.LEARNING_THROUGHPUT
@@ -414,7 +424,34 @@ def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:
 
 
 def _future_arrival_rate(signals: QueueSignals) -> float:
-    """The arrival rate to keep up with: the window's, less the jobs that still wait.
+    """The arrival rate to keep up with: the window's (see :func:`_window_future_rate`), or
+    the fast rate where the flow stepped up (see :func:`stepped_rate`)."""
+    window = _window_future_rate(signals)
+    stepped = stepped_rate(signals)
+    return window if stepped is None else max(window, stepped)
+
+
+def stepped_rate(signals: QueueSignals) -> float | None:
+    """The fast rate (arrivals per second over the newest quarter of the rate window, a
+    burst left out) where it departs upward from the window's rate: at least ``STEP_RATIO``
+    times it and by ``STEP_SIGMAS`` Poisson deviations of the jobs the window's rate expects
+    in the fast rate's span. A step in the flow shows there within seconds, where the window's
+    rate takes the whole window to reach it; on a steady flow it departs too rarely to count.
+    None where the flow did not step up."""
+    rate, fast, span = signals.arrival_rate.value, signals.fast_rate, signals.fast_span
+    if rate is None or fast is None or span <= 0:
+        return None
+    expected = rate * span
+    if fast < STEP_RATIO * rate or fast * span - expected < STEP_SIGMAS * math.sqrt(
+        max(1.0, expected)
+    ):
+        return None
+    return fast
+
+
+def _window_future_rate(signals: QueueSignals) -> float:
+    """The arrival rate to keep up with over the window: the window's, less the jobs that
+    still wait.
 
     Jobs in the backlog are counted by the drain term; counting them again as a rate would size
     the fleet for a burst twice. In a FIFO queue every job that arrived before the oldest waiting
@@ -461,16 +498,51 @@ def _metric_value(
     return value
 
 
-def is_active(signals: QueueSignals, spec: TriggerSpec) -> bool | None:
-    """True while jobs wait beyond the activation thresholds, or jobs run; None if unknown."""
+def is_active(signals: QueueSignals, spec: TriggerSpec, unseen: bool = False) -> bool | None:
+    """True while jobs wait beyond the activation thresholds, or jobs run, or more than
+    ``activationDepth`` arrived in the rate window (jobs taken between samples still flow);
+    None if unknown (``unseen``: see :func:`_unseen`)."""
     if signals.in_flight:
         return True
     depth = signals.depth
     if depth is None:
         return None
     if depth <= spec.activation_depth:
-        return False
+        return None if unseen else _flowing(signals, spec)
     age = signals.oldest_age
     if spec.activation_age == 0 or age.value is None or age.precision is Precision.LOWER_BOUND:
         return True  # a lower bound under activationAge says nothing of the true age
     return age.value > spec.activation_age
+
+
+def _flowing(signals: QueueSignals, spec: TriggerSpec) -> bool:
+    """Whether more than ``activationDepth`` jobs arrived in the rate window of a queue that
+    shows none waiting nor running: taken between samples (a list whose consumers take every
+    job at once, a format that does not show its running jobs), they still flow."""
+    rate = signals.arrival_rate.value
+    return rate is not None and rate * signals.rate_span > spec.activation_depth
+
+
+def _unseen_flow(signals: QueueSignals) -> bool:
+    """Jobs arrived in the window of a queue whose format does not show its running jobs:
+    empty at the samples, they may be taken at once and run unseen."""
+    return signals.in_flight is None and bool(signals.arrival_rate.value)
+
+
+def _unseen(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> bool:
+    """Before any answer, within its first rate window, a queue empty at the samples whose
+    format shows neither its workers nor their running jobs (huey, a plain list), where no
+    exact count shows a flow: jobs may be taken at once and run unseen (and a list empty at
+    the samples loses count of them), so neither the need nor whether the queue is active is
+    known, and the fleet that serves them (of a size the scaler cannot see) must not be scaled
+    in, nor to zero, on a window that has not seen them. No answer then: KEDA and the HPA hold
+    the fleet, for one rate window at most."""
+    rate = signals.arrival_rate
+    return (
+        state.last_desired is None
+        and signals.depth == 0
+        and signals.in_flight is None
+        and signals.consumers is None
+        and signals.rate_span < spec.rate_window
+        and not (rate.precision is Precision.EXACT and rate.value)
+    )

@@ -17,6 +17,7 @@ from scaler.policy import (
     Reason,
     decide,
     is_active,
+    stepped_rate,
 )
 from scaler.signals import Figure, QueueSignals
 from scaler.spec import parse_metadata
@@ -698,7 +699,11 @@ def test_stays_active_while_stepping_down_on_lower_bounds() -> None:
     decision, _ = decide(unseen, spec, NOW, PolicyState(last_desired=5))
     assert decision.reason is Reason.SCALING_IN_SLOWLY
     assert (decision.desired_workers, decision.active) == (4, True)
-    assert is_active(unseen, spec) is False
+    # and of itself: 12 jobs arrived in the window, taken between samples
+    assert is_active(unseen, spec) is True
+    assert (
+        is_active(replace(unseen, arrival_rate=Figure(0.0, Precision.LOWER_BOUND)), spec) is False
+    )
 
 
 def test_unknown_arrivals_scale_in_one_step_and_stay_active() -> None:
@@ -970,3 +975,91 @@ def test_workers_still_draining_count_against_the_ceiling_on_a_scale_up() -> Non
     # never a scale-in because of them: the answer holds what it was
     decision, _ = decide(replace(backlog, consumers=16), spec, NOW, PolicyState(last_desired=6))
     assert decision.desired_workers == 6
+
+
+def test_a_step_up_in_the_flow_is_kept_up_with_before_the_window_shows_it() -> None:
+    # 10/s went to 40/s 15 s ago: the window's rate says 17.5/s, the fast rate 40/s (20.8
+    # sigmas over the 262 jobs 17.5/s expects in 15 s); 1.2 s jobs on 4 slots: 3.33/s a worker
+    spec = spec_of(jobDuration="1.2s", workerConcurrency="4")
+    stepped = replace(
+        signals_of(depth=450, consumers=6, age=14.0, arrivals=17.5, completions=10.0, flow=10.0),
+        fast_rate=40.0,
+        fast_span=15.0,
+    )
+    decision, _ = run(spec, stepped)
+    assert decision.needed == pytest.approx((40.0 + 450 / (60 - 1.2)) / (4 / 1.2))
+    assert decision.desired_workers == 15
+    # without the fast rate: the flow before the oldest job, 10/s
+    decision, _ = run(spec, replace(stepped, fast_rate=None, fast_span=0.0))
+    assert decision.needed == pytest.approx((10.0 + 450 / (60 - 1.2)) / (4 / 1.2))
+    assert decision.desired_workers == 6
+
+
+@pytest.mark.parametrize(
+    ("fast", "expected"),
+    [
+        pytest.param(13.0, None, id="1.3x the window's rate: noise"),
+        pytest.param(17.0, 17.0, id="1.7x and 8.6 sigmas: a step"),
+        pytest.param(5.0, None, id="below the window's rate: kept"),
+    ],
+)
+def test_the_fast_rate_counts_only_where_it_departs_upward(
+    fast: float, expected: float | None
+) -> None:
+    signals = replace(
+        signals_of(depth=5, consumers=2, arrivals=10.0, completions=10.0),
+        fast_rate=fast,
+        fast_span=15.0,
+    )
+    assert stepped_rate(signals) == expected
+
+
+def test_a_small_flow_needs_more_than_a_few_jobs_to_step() -> None:
+    # 0.1/s expects 1.5 jobs in 15 s, and the deviation is floored at one job's: 0.4/s (6 jobs,
+    # 4.5 over) is 4x the rate but under 4 sigmas (4.9 jobs); 0.5/s (7.5 jobs, 6 over) steps
+    quiet = replace(signals_of(depth=1, consumers=1, arrivals=0.1, completions=0.1), fast_span=15.0)
+    assert stepped_rate(replace(quiet, fast_rate=0.4)) is None
+    assert stepped_rate(replace(quiet, fast_rate=0.5)) == 0.5
+
+
+def test_jobs_taken_between_samples_keep_the_queue_active_and_busy() -> None:
+    # huey or a plain list: empty at every sample, no running jobs shown, but 20 jobs/s came in
+    # the window (steady as huey went to zero workers after KEDA's first poll: 52.9 s over)
+    spec = spec_of(jobDuration="2s", workerConcurrency="4")
+    flowing = signals_of(depth=0, arrivals=20.0, completions=20.0)
+    decision, _ = run(spec, flowing)
+    assert (decision.desired_workers, decision.reason, decision.active) == (
+        10,
+        Reason.KEEPING_UP,
+        True,
+    )
+    assert decision.needed == pytest.approx(20.0 / 2.0)
+    # where the format shows no job running, the flow is plainly done: idle
+    shown = replace(flowing, in_flight=0, arrival_rate=Figure(0.0, Precision.EXACT))
+    decision, _ = run(spec, shown)
+    assert (decision.desired_workers, decision.reason, decision.active) == (0, Reason.IDLE, False)
+    # activationDepth 20: 0.3/s is 18 jobs in the window, not enough
+    quiet = spec_of(jobDuration="2s", workerConcurrency="4", activationDepth="20")
+    assert is_active(signals_of(depth=0, arrivals=0.3, completions=0.3), quiet) is False
+
+
+def test_no_answer_before_a_window_shows_an_unseen_flow() -> None:
+    # the first samples of an empty list whose workers and running jobs are not shown: the
+    # marker lost count of the jobs taken between them (0.5/s of a true 20/s); neither a
+    # metric nor an activity, so that KEDA and the HPA hold the fleet they have
+    spec = spec_of(jobDuration="2s", workerConcurrency="4")
+    early = replace(
+        signals_of(depth=0, arrivals=0.5, completions=0.5, rate_precision=Precision.LOWER_BOUND),
+        rate_span=30.0,
+    )
+    decision, state = run(spec, early)
+    assert (decision.metric_value, decision.active, state.last_desired) == (None, None, None)
+    # a whole window on: answered, as lower bounds are (one step down per window from here)
+    decision, state = run(spec, replace(early, rate_span=60.0))
+    assert (decision.metric_value, decision.active, state.last_desired) == (1.0, True, 1)
+    # answered once, never held again; nor where the counts are exact, or a backlog shows
+    assert run(spec, early, state)[0].metric_value == 1.0
+    exact = replace(early, arrival_rate=Figure(0.5, Precision.EXACT))
+    assert run(spec, exact)[0].metric_value == 1.0
+    backlog = replace(early, depth=30, oldest_age=Figure(3.0, Precision.EXACT))
+    assert run(spec, backlog)[0].metric_value is not None
