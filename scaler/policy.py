@@ -32,6 +32,11 @@ PRIOR_JOBS = 20.0
 MIN_LEARNED_COMPLETIONS = 10.0
 #: the HPA's default scale-down stabilisation: it may hold the largest answer this long
 HPA_STABILIZATION = 300.0
+#: where the target age is at least this long, and a job takes less than it, the fleet may be
+#: up to one worker short of the need while the oldest job is young (see :func:`_patience`)
+PATIENT_TARGET = 120.0
+#: ... and the allowance is gone once the oldest job is this share of the target old
+PATIENT_SHARE = 0.5
 #: the fast rate counts as a step up in the flow where it is at least this many times the
 #: window's rate ...
 STEP_RATIO = 1.5
@@ -166,7 +171,7 @@ def decide(
         state, parts = replace(state, knee=knee), with_knee(parts, knee)
     ceiling, limiter = parts.workers, parts.limited_by
 
-    desired = math.ceil(needed - 1e-9) if needed is not None else (signals.consumers or 0)
+    desired = _rounded(needed, reason, signals, spec, throughput)
     if signals.paused:  # hold what runs: nothing is taken while paused, and jobs still run
         desired, reason = (workers_now or 0), Reason.PAUSED
     if signals.depth is None:  # nothing to decide from: hold what runs, report nothing
@@ -413,6 +418,40 @@ def _running(signals: QueueSignals, spec: TriggerSpec, throughput: float | None)
     if throughput and spec.worker_concurrency and not _short_jobs(spec, throughput):
         return signals.in_flight
     return None
+
+
+def _rounded(
+    needed: float | None,
+    reason: Reason,
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    throughput: float | None,
+) -> int:
+    """The workers for ``needed``: rounded up, less the patience (see :func:`_patience`)
+    while the fleet keeps up with a flow; where the need is unknown, the workers seen."""
+    if needed is None:
+        return signals.consumers or 0
+    patience = _patience(signals, spec, throughput) if reason is Reason.KEEPING_UP else 0.0
+    return math.ceil(needed - patience - 1e-9)
+
+
+def _patience(signals: QueueSignals, spec: TriggerSpec, throughput: float | None) -> float:
+    """Workers the fleet may be short of keeping up with the flow (at most one, rounding down
+    instead of up; never while it drains a backlog larger than the flow, whose plan already
+    ends at the target) while a long target leaves the backlog room to build: where
+    ``targetAge`` is at least
+    ``PATIENT_TARGET``, a job takes less than it, and the oldest job is known to be young,
+    falling to none as it reaches ``PATIENT_SHARE`` of the target. A fraction of a worker
+    rounded up keeps the queue empty at up to twice the cost of the flow (1.2 workers' need
+    kept by 2); with a 5-minute target a depth policy lets the queue age toward it, and so
+    may this one, with the rest of the target left for a worker to boot once the age nears
+    it (the need's drain term grows with the backlog meanwhile)."""
+    age = signals.oldest_age
+    if spec.target_age < PATIENT_TARGET or not _short_jobs(spec, throughput):
+        return 0.0
+    if age.value is None or age.precision is Precision.LOWER_BOUND:
+        return 0.0
+    return max(0.0, 1.0 - age.value / (PATIENT_SHARE * spec.target_age))
 
 
 def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:

@@ -1063,3 +1063,32 @@ def test_no_answer_before_a_window_shows_an_unseen_flow() -> None:
     assert run(spec, exact)[0].metric_value == 1.0
     backlog = replace(early, depth=30, oldest_age=Figure(3.0, Precision.EXACT))
     assert run(spec, backlog)[0].metric_value is not None
+
+
+def test_a_long_target_lets_the_fleet_be_a_worker_short_while_the_oldest_job_is_young() -> None:
+    # 5-minute target, 2 s jobs on 4 slots (2/s a worker), 2.6/s: 1.3 workers' need. With the
+    # oldest job 30 s old, 0.8 of a worker may be missing: one worker, not two (the broad family
+    # with 5-minute targets: 1.3-1.6x the worker-seconds of the depth policies, every one 0 s
+    # over); the allowance falls with the age, gone at half the target
+    spec = spec_of(jobDuration="2s", workerConcurrency="4", targetAge="5m")
+    young = signals_of(depth=40, consumers=2, age=30.0, arrivals=2.6, completions=2.6, flow=2.6)
+    decision, _ = run(spec, young)
+    need = 2.6 / 2 + 40 / (300 - 2) / 2
+    assert decision.needed == pytest.approx(need)
+    assert decision.desired_workers == 1  # ceil(1.367 - (1 - 30/150)) = ceil(0.567)
+    older = replace(young, oldest_age=Figure(120.0, Precision.EXACT))
+    assert run(spec, older)[0].desired_workers == 2  # ceil(1.367 - 0.2)
+    assert (
+        run(spec, replace(young, oldest_age=Figure(150.0, Precision.EXACT)))[0].desired_workers == 2
+    )
+    # none under a 2-minute target's share... a 1-minute target, or jobs as long as the target
+    short = spec_of(jobDuration="2s", workerConcurrency="4", targetAge="1m")
+    assert run(short, young)[0].desired_workers == 2
+    long_jobs = spec_of(jobDuration="6m", workerConcurrency="4", targetAge="5m")
+    assert run(long_jobs, young)[0].desired_workers == 246  # 2.6 x 90 + 40 / 300 s x 90
+    # nor while the backlog is drained: 400 waiting is more than the flow, the plan is tight
+    backlog = replace(young, depth=400)
+    assert run(spec, backlog)[0].desired_workers == math.ceil(2.6 / 2 + 400 / 298 / 2)
+    # an age that is only a lower bound says nothing of how young the oldest job is
+    bound = replace(young, oldest_age=Figure(30.0, Precision.LOWER_BOUND))
+    assert run(spec, bound)[0].desired_workers == 2
