@@ -190,12 +190,10 @@ def decide(
     desired, reason = _with_draining(signals, state, ceiling, desired, reason)
     if desired == 0 and reason is not Reason.PAUSED:
         reason = Reason.IDLE
-    # nothing seen yet (see :func:`_unseen`): no answer, so that KEDA and the HPA hold the fleet
-    unseen = _unseen(signals, spec, state)
-    if parts.unknown is None and not unseen:  # an answer KEDA gets: what the fleet will be
+    if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
         state = _answered(state, desired, now)
 
-    active = is_active(signals, spec, unseen)
+    active = is_active(signals, spec)
     if signals.paused:  # neither scale a paused queue's workers to zero nor up from zero
         active = desired > 0
     if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
@@ -207,9 +205,7 @@ def decide(
         limited_by=limiter if reason is Reason.CLAMPED else None,
         reason=reason,
         # a probe with nothing to go on: no answer (UNAVAILABLE) rather than an unbounded one
-        metric_value=None
-        if parts.unknown or unseen
-        else _metric_value(signals, spec, desired, ceiling),
+        metric_value=None if parts.unknown else _metric_value(signals, spec, desired, ceiling),
         active=active,
         needed=needed,
         throughput=throughput,
@@ -537,17 +533,17 @@ def _metric_value(
     return value
 
 
-def is_active(signals: QueueSignals, spec: TriggerSpec, unseen: bool = False) -> bool | None:
+def is_active(signals: QueueSignals, spec: TriggerSpec) -> bool | None:
     """True while jobs wait beyond the activation thresholds, or jobs run, or more than
     ``activationDepth`` arrived in the rate window (jobs taken between samples still flow);
-    None if unknown (``unseen``: see :func:`_unseen`)."""
+    None if unknown."""
     if signals.in_flight:
         return True
     depth = signals.depth
     if depth is None:
         return None
     if depth <= spec.activation_depth:
-        return None if unseen else _flowing(signals, spec)
+        return _flowing(signals, spec)
     age = signals.oldest_age
     if spec.activation_age == 0 or age.value is None or age.precision is Precision.LOWER_BOUND:
         return True  # a lower bound under activationAge says nothing of the true age
@@ -566,22 +562,3 @@ def _unseen_flow(signals: QueueSignals) -> bool:
     """Jobs arrived in the window of a queue whose format does not show its running jobs:
     empty at the samples, they may be taken at once and run unseen."""
     return signals.in_flight is None and bool(signals.arrival_rate.value)
-
-
-def _unseen(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> bool:
-    """Before any answer, within its first rate window, a queue empty at the samples whose
-    format shows neither its workers nor their running jobs (huey, a plain list), where no
-    exact count shows a flow: jobs may be taken at once and run unseen (and a list empty at
-    the samples loses count of them), so neither the need nor whether the queue is active is
-    known, and the fleet that serves them (of a size the scaler cannot see) must not be scaled
-    in, nor to zero, on a window that has not seen them. No answer then: KEDA and the HPA hold
-    the fleet, for one rate window at most."""
-    rate = signals.arrival_rate
-    return (
-        state.last_desired is None
-        and signals.depth == 0
-        and signals.in_flight is None
-        and signals.consumers is None
-        and signals.rate_span < spec.rate_window
-        and not (rate.precision is Precision.EXACT and rate.value)
-    )

@@ -1043,28 +1043,6 @@ def test_jobs_taken_between_samples_keep_the_queue_active_and_busy() -> None:
     assert is_active(signals_of(depth=0, arrivals=0.3, completions=0.3), quiet) is False
 
 
-def test_no_answer_before_a_window_shows_an_unseen_flow() -> None:
-    # the first samples of an empty list whose workers and running jobs are not shown: the
-    # marker lost count of the jobs taken between them (0.5/s of a true 20/s); neither a
-    # metric nor an activity, so that KEDA and the HPA hold the fleet they have
-    spec = spec_of(jobDuration="2s", workerConcurrency="4")
-    early = replace(
-        signals_of(depth=0, arrivals=0.5, completions=0.5, rate_precision=Precision.LOWER_BOUND),
-        rate_span=30.0,
-    )
-    decision, state = run(spec, early)
-    assert (decision.metric_value, decision.active, state.last_desired) == (None, None, None)
-    # a whole window on: answered, as lower bounds are (one step down per window from here)
-    decision, state = run(spec, replace(early, rate_span=60.0))
-    assert (decision.metric_value, decision.active, state.last_desired) == (1.0, True, 1)
-    # answered once, never held again; nor where the counts are exact, or a backlog shows
-    assert run(spec, early, state)[0].metric_value == 1.0
-    exact = replace(early, arrival_rate=Figure(0.5, Precision.EXACT))
-    assert run(spec, exact)[0].metric_value == 1.0
-    backlog = replace(early, depth=30, oldest_age=Figure(3.0, Precision.EXACT))
-    assert run(spec, backlog)[0].metric_value is not None
-
-
 def test_a_long_target_lets_the_fleet_be_a_worker_short_while_the_oldest_job_is_young() -> None:
     # 5-minute target, 2 s jobs on 4 slots (2/s a worker), 2.6/s: 1.3 workers' need. With the
     # oldest job 30 s old, 0.8 of a worker may be missing: one worker, not two (the broad family
