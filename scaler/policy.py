@@ -61,6 +61,8 @@ class Reason(enum.StrEnum):
     PAUSED = "paused: holding the workers"
     #: arrivals are a lower bound or unknown, so scale-in goes one step per rateWindow
     SCALING_IN_SLOWLY = "scaling in slowly: arrivals are a lower bound or unknown"
+    #: an empty queue before its first rate window shows a flow: the workers seen are kept
+    FIRST_WINDOW = "first rate window: holding the workers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +184,7 @@ def decide(
         desired = 1
         reason = reason if reason is not Reason.IDLE else Reason.KEEPING_UP
     if not signals.paused:
-        desired, reason, state = _scale_in_on_uncertain_arrivals(
-            signals, spec, now, state, desired, reason
-        )
+        desired, reason, state = _held_back(signals, spec, now, state, desired, reason)
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
     desired, reason = _with_draining(signals, state, ceiling, desired, reason)
@@ -265,6 +265,25 @@ def _busy_workers(signals: QueueSignals, spec: TriggerSpec, running: float | Non
     if spec.worker_concurrency:
         return running / spec.worker_concurrency
     return None
+
+
+def _held_back(
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    now: float,
+    state: PolicyState,
+    desired: int,
+    reason: Reason,
+) -> tuple[int, Reason, PolicyState]:
+    """The answer where it may not scale in yet: one step at a time on uncertain arrivals
+    (see :func:`_scale_in_on_uncertain_arrivals`), none within the first rate window of an
+    empty queue (see :func:`_holding_first_window`)."""
+    desired, reason, state = _scale_in_on_uncertain_arrivals(
+        signals, spec, now, state, desired, reason
+    )
+    if _holding_first_window(signals, spec) and desired < (signals.consumers or 0):
+        desired, reason = signals.consumers or 0, Reason.FIRST_WINDOW
+    return desired, reason, state
 
 
 def _scale_in_on_uncertain_arrivals(
@@ -543,7 +562,7 @@ def is_active(signals: QueueSignals, spec: TriggerSpec) -> bool | None:
     if depth is None:
         return None
     if depth <= spec.activation_depth:
-        return _flowing(signals, spec)
+        return _flowing(signals, spec) or _holding_first_window(signals, spec)
     age = signals.oldest_age
     if spec.activation_age == 0 or age.value is None or age.precision is Precision.LOWER_BOUND:
         return True  # a lower bound under activationAge says nothing of the true age
@@ -562,3 +581,19 @@ def _unseen_flow(signals: QueueSignals) -> bool:
     """Jobs arrived in the window of a queue whose format does not show its running jobs:
     empty at the samples, they may be taken at once and run unseen."""
     return signals.in_flight is None and bool(signals.arrival_rate.value)
+
+
+def _holding_first_window(signals: QueueSignals, spec: TriggerSpec) -> bool:
+    """An empty queue with workers seen, nothing running, within its first rate window (the
+    scaler just started, or its history just began) where no exact count shows a flow yet:
+    whether jobs come is not known, so the workers seen are kept, and the queue active, until
+    the window can tell. A warm fleet taken to zero at KEDA's first poll boots again when the
+    flow shows: with 2-minute boots, minutes over the target where a fixed fleet has none."""
+    rate = signals.arrival_rate
+    return (
+        signals.depth == 0
+        and not signals.in_flight
+        and bool(signals.consumers)
+        and signals.rate_span < spec.rate_window
+        and not (rate.precision is Precision.EXACT and rate.value)
+    )

@@ -1070,3 +1070,29 @@ def test_a_long_target_lets_the_fleet_be_a_worker_short_while_the_oldest_job_is_
     # an age that is only a lower bound says nothing of how young the oldest job is
     bound = replace(young, oldest_age=Figure(30.0, Precision.LOWER_BOUND))
     assert run(spec, bound)[0].desired_workers == 2
+
+
+def test_an_empty_queue_keeps_the_workers_seen_until_its_first_window_shows_a_flow() -> None:
+    # the scaler's first 20 s on an empty queue with 5 workers attached and nothing counted yet:
+    # they are kept and the queue active (the broad family took warm fleets to zero at KEDA's
+    # first poll, then booted them again for 2 minutes: 96 s over the target where judoscale
+    # had none)
+    spec = spec_of(jobDuration="3m", workerConcurrency="12")
+    start = replace(
+        signals_of(depth=0, in_flight=0, consumers=5, arrivals=0.0, completions=0.0),
+        rate_span=20.0,
+    )
+    decision, _ = run(spec, start)
+    assert (decision.desired_workers, decision.reason, decision.active) == (
+        5,
+        Reason.FIRST_WINDOW,
+        True,
+    )
+    # a whole window with nothing: idle; an exact flow shown, or no worker seen: as ever
+    assert run(spec, replace(start, rate_span=60.0))[0].desired_workers == 0
+    # (2 jobs came and went in the 20 s: nothing runs, so none is needed, but the queue is
+    # active: the flow goes on)
+    flowing = run(spec, replace(start, arrival_rate=Figure(0.1, Precision.EXACT)))[0]
+    assert (flowing.desired_workers, flowing.reason, flowing.active) == (0, Reason.IDLE, True)
+    none = run(spec, replace(start, consumers=0))[0]
+    assert (none.desired_workers, none.active) == (0, False)
