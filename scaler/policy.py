@@ -184,7 +184,10 @@ def decide(
         desired = 1
         reason = reason if reason is not Reason.IDLE else Reason.KEEPING_UP
     if not signals.paused:
-        desired, reason, state = _held_back(signals, spec, now, state, desired, reason)
+        desired, reason, state = _scale_in_on_uncertain_arrivals(
+            signals, spec, now, state, desired, reason
+        )
+        desired, reason = _first_window(signals, spec, desired, reason)
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
     desired, reason = _with_draining(signals, state, ceiling, desired, reason)
@@ -267,23 +270,14 @@ def _busy_workers(signals: QueueSignals, spec: TriggerSpec, running: float | Non
     return None
 
 
-def _held_back(
-    signals: QueueSignals,
-    spec: TriggerSpec,
-    now: float,
-    state: PolicyState,
-    desired: int,
-    reason: Reason,
-) -> tuple[int, Reason, PolicyState]:
-    """The answer where it may not scale in yet: one step at a time on uncertain arrivals
-    (see :func:`_scale_in_on_uncertain_arrivals`), none within the first rate window of an
-    empty queue (see :func:`_holding_first_window`)."""
-    desired, reason, state = _scale_in_on_uncertain_arrivals(
-        signals, spec, now, state, desired, reason
-    )
+def _first_window(
+    signals: QueueSignals, spec: TriggerSpec, desired: int, reason: Reason
+) -> tuple[int, Reason]:
+    """At least the workers seen, within the first rate window of an empty queue (see
+    :func:`_holding_first_window`)."""
     if _holding_first_window(signals, spec) and desired < (signals.consumers or 0):
-        desired, reason = signals.consumers or 0, Reason.FIRST_WINDOW
-    return desired, reason, state
+        return signals.consumers or 0, Reason.FIRST_WINDOW
+    return desired, reason
 
 
 def _scale_in_on_uncertain_arrivals(
