@@ -37,6 +37,9 @@ HPA_STABILIZATION = 300.0
 PATIENT_TARGET = 120.0
 #: ... and the allowance is gone once the oldest job is this share of the target old
 PATIENT_SHARE = 0.5
+#: ... and only where a job takes at most this share of the target: a mean job a larger share
+#: of it is a mix's few long jobs, which fill the slots a worker short would leave the rest
+PATIENT_JOB_SHARE = 1 / 30
 #: the fast rate counts as a step up in the flow where it is at least this many times the
 #: window's rate ...
 STEP_RATIO = 1.5
@@ -449,14 +452,17 @@ def _patience(signals: QueueSignals, spec: TriggerSpec, throughput: float | None
     instead of up; never while it drains a backlog larger than the flow, whose plan already
     ends at the target) while a long target leaves the backlog room to build: where
     ``targetAge`` is at least
-    ``PATIENT_TARGET``, a job takes less than it, and the oldest job is known to be young,
+    ``PATIENT_TARGET``, a job takes at most ``PATIENT_JOB_SHARE`` of it (10 s of 5 minutes),
+    and the oldest job is known to be young,
     falling to none as it reaches ``PATIENT_SHARE`` of the target. A fraction of a worker
     rounded up keeps the queue empty at up to twice the cost of the flow (1.2 workers' need
     kept by 2); with a 5-minute target a depth policy lets the queue age toward it, and so
     may this one, with the rest of the target left for a worker to boot once the age nears
     it (the need's drain term grows with the backlog meanwhile)."""
     age = signals.oldest_age
-    if spec.target_age < PATIENT_TARGET or not _short_jobs(spec, throughput):
+    if spec.target_age < PATIENT_TARGET or not throughput or not spec.worker_concurrency:
+        return 0.0
+    if spec.worker_concurrency / throughput > PATIENT_JOB_SHARE * spec.target_age:
         return 0.0
     if age.value is None or age.precision is Precision.LOWER_BOUND:
         return 0.0

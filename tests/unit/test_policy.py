@@ -1064,6 +1064,12 @@ def test_a_long_target_lets_the_fleet_be_a_worker_short_while_the_oldest_job_is_
     assert run(short, young)[0].desired_workers == 2
     long_jobs = spec_of(jobDuration="6m", workerConcurrency="4", targetAge="5m")
     assert run(long_jobs, young)[0].desired_workers == 246  # 2.6 x 90 + 40 / 300 s x 90
+    # nor for a mean job over a thirtieth of the target (a mix's few long jobs fill the slots
+    # a worker short leaves: the mixes family's 5-minute draws went from 0 s to 90 s over)
+    mix = spec_of(jobDuration="20s", workerConcurrency="4", targetAge="5m")
+    mixed = replace(young, arrival_rate=Figure(0.26, Precision.EXACT), flow_rate=0.26)
+    assert run(mix, mixed)[0].needed == pytest.approx(0.26 / 0.2 + 40 / 280 / 0.2)
+    assert run(mix, mixed)[0].desired_workers == 3  # ceil(2.01), no patience
     # nor while the backlog is drained: 400 waiting is more than the flow, the plan is tight
     backlog = replace(young, depth=400)
     assert run(spec, backlog)[0].desired_workers == math.ceil(2.6 / 2 + 400 / 298 / 2)
