@@ -462,7 +462,10 @@ def _patience(signals: QueueSignals, spec: TriggerSpec, throughput: float | None
     age = signals.oldest_age
     if spec.target_age < PATIENT_TARGET or not throughput or not spec.worker_concurrency:
         return 0.0
-    if spec.worker_concurrency / throughput > PATIENT_JOB_SHARE * spec.target_age:
+    # the longer of the job time given and the one learned: a window without a mix's long jobs
+    # learns the short ones' time
+    given = spec.worker_throughput or throughput
+    if spec.worker_concurrency / min(throughput, given) > PATIENT_JOB_SHARE * spec.target_age:
         return 0.0
     if age.value is None or age.precision is Precision.LOWER_BOUND:
         return 0.0

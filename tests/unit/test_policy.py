@@ -1102,3 +1102,22 @@ def test_an_empty_queue_keeps_the_workers_seen_until_its_first_window_shows_a_fl
     assert (flowing.desired_workers, flowing.reason, flowing.active) == (0, Reason.IDLE, True)
     none = run(spec, replace(start, consumers=0))[0]
     assert (none.desired_workers, none.active) == (0, False)
+
+
+def test_patience_reads_the_longer_of_the_given_and_the_learned_job_time() -> None:
+    # jobDuration 18 s, learned 5 s from windows without a mix's long jobs (5,100 slot-seconds
+    # over 1,020 jobs with the prior): 18 s is over a thirtieth of 5 minutes, so no patience
+    # (mixes-021: 0 s over the target before patience, 94.8 s with it on the learned time)
+    spec = spec_of(jobDuration="18s", workerConcurrency="4", targetAge="5m")
+    learned = PolicyState(slot_seconds=948.0, jobs_done=200.0, job_time_at=NOW)
+    young = signals_of(depth=40, consumers=4, age=30.0, arrivals=2.6, completions=2.6, flow=2.6)
+    decision, _ = run(spec, young, learned)
+    assert decision.throughput == pytest.approx(4 / 5.0)
+    assert decision.needed == pytest.approx(2.6 / 0.8 + 40 / (300 - 5) / 0.8)
+    assert decision.desired_workers == 4  # ceil(3.42): no worker short
+    # the same learned time with a short jobDuration given: patience, ceil(3.42 - 0.8)
+    short = spec_of(jobDuration="4s", workerConcurrency="4", targetAge="5m")
+    shorter = PolicyState(slot_seconds=1004.0, jobs_done=200.0, job_time_at=NOW)
+    decision, _ = run(short, young, shorter)
+    assert decision.throughput == pytest.approx(4 / 5.0)
+    assert decision.desired_workers == 3
