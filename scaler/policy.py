@@ -32,6 +32,20 @@ PRIOR_JOBS = 20.0
 MIN_LEARNED_COMPLETIONS = 10.0
 #: the HPA's default scale-down stabilisation: it may hold the largest answer this long
 HPA_STABILIZATION = 300.0
+#: where the target age is at least this long, and a job takes less than it, the fleet may be
+#: up to one worker short of the need while the oldest job is young (see :func:`_patience`)
+PATIENT_TARGET = 120.0
+#: ... and the allowance is gone once the oldest job is this share of the target old
+PATIENT_SHARE = 0.5
+#: ... and only where a job takes at most this share of the target: a mean job a larger share
+#: of it is a mix's few long jobs, which fill the slots a worker short would leave the rest
+PATIENT_JOB_SHARE = 1 / 30
+#: the fast rate counts as a step up in the flow where it is at least this many times the
+#: window's rate ...
+STEP_RATIO = 1.5
+#: ... and its excess over the window's rate is at least this many Poisson standard deviations
+#: of the arrivals the window's rate expects in the fast rate's span
+STEP_SIGMAS = 4.0
 
 
 class Reason(enum.StrEnum):
@@ -50,6 +64,8 @@ class Reason(enum.StrEnum):
     PAUSED = "paused: holding the workers"
     #: arrivals are a lower bound or unknown, so scale-in goes one step per rateWindow
     SCALING_IN_SLOWLY = "scaling in slowly: arrivals are a lower bound or unknown"
+    #: an empty queue before its first rate window shows a flow: the workers seen are kept
+    FIRST_WINDOW = "first rate window: holding the workers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +176,7 @@ def decide(
         state, parts = replace(state, knee=knee), with_knee(parts, knee)
     ceiling, limiter = parts.workers, parts.limited_by
 
-    desired = math.ceil(needed - 1e-9) if needed is not None else (signals.consumers or 0)
+    desired = _rounded(needed, reason, signals, spec, throughput)
     if signals.paused:  # hold what runs: nothing is taken while paused, and jobs still run
         desired, reason = (workers_now or 0), Reason.PAUSED
     if signals.depth is None:  # nothing to decide from: hold what runs, report nothing
@@ -174,6 +190,7 @@ def decide(
         desired, reason, state = _scale_in_on_uncertain_arrivals(
             signals, spec, now, state, desired, reason
         )
+        desired, reason = _first_window(signals, spec, desired, reason)
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
     desired, reason = _with_draining(signals, state, ceiling, desired, reason)
@@ -254,6 +271,16 @@ def _busy_workers(signals: QueueSignals, spec: TriggerSpec, running: float | Non
     if spec.worker_concurrency:
         return running / spec.worker_concurrency
     return None
+
+
+def _first_window(
+    signals: QueueSignals, spec: TriggerSpec, desired: int, reason: Reason
+) -> tuple[int, Reason]:
+    """At least the workers seen, within the first rate window of an empty queue (see
+    :func:`_holding_first_window`)."""
+    if _holding_first_window(signals, spec) and desired < (signals.consumers or 0):
+        return signals.consumers or 0, Reason.FIRST_WINDOW
+    return desired, reason
 
 
 def _scale_in_on_uncertain_arrivals(
@@ -357,7 +384,7 @@ def _needed(
     if signals.depth is None:
         return None, Reason.DEPTH_UNKNOWN
     depth = signals.depth
-    if not depth and not signals.in_flight:
+    if not depth and not signals.in_flight and not _unseen_flow(signals):
         return 0.0, Reason.IDLE
     needed: float | None = None
     reason = Reason.LEARNING_THROUGHPUT
@@ -405,6 +432,46 @@ def _running(signals: QueueSignals, spec: TriggerSpec, throughput: float | None)
     return None
 
 
+def _rounded(
+    needed: float | None,
+    reason: Reason,
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    throughput: float | None,
+) -> int:
+    """The workers for ``needed``: rounded up, less the patience (see :func:`_patience`)
+    while the fleet keeps up with a flow; where the need is unknown, the workers seen."""
+    if needed is None:
+        return signals.consumers or 0
+    patience = _patience(signals, spec, throughput) if reason is Reason.KEEPING_UP else 0.0
+    return math.ceil(needed - patience - 1e-9)
+
+
+def _patience(signals: QueueSignals, spec: TriggerSpec, throughput: float | None) -> float:
+    """Workers the fleet may be short of keeping up with the flow (at most one, rounding down
+    instead of up; never while it drains a backlog larger than the flow, whose plan already
+    ends at the target) while a long target leaves the backlog room to build: where
+    ``targetAge`` is at least
+    ``PATIENT_TARGET``, a job takes at most ``PATIENT_JOB_SHARE`` of it (10 s of 5 minutes),
+    and the oldest job is known to be young,
+    falling to none as it reaches ``PATIENT_SHARE`` of the target. A fraction of a worker
+    rounded up keeps the queue empty at up to twice the cost of the flow (1.2 workers' need
+    kept by 2); with a 5-minute target a depth policy lets the queue age toward it, and so
+    may this one, with the rest of the target left for a worker to boot once the age nears
+    it (the need's drain term grows with the backlog meanwhile)."""
+    age = signals.oldest_age
+    if spec.target_age < PATIENT_TARGET or not throughput or not spec.worker_concurrency:
+        return 0.0
+    # the longer of the job time given and the one learned: a window without a mix's long jobs
+    # learns the short ones' time
+    given = spec.worker_throughput or throughput
+    if spec.worker_concurrency / min(throughput, given) > PATIENT_JOB_SHARE * spec.target_age:
+        return 0.0
+    if age.value is None or age.precision is Precision.LOWER_BOUND:
+        return 0.0
+    return max(0.0, 1.0 - age.value / (PATIENT_SHARE * spec.target_age))
+
+
 def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:
     """Whether a job (as the trigger's figures say, or as learned) takes less than the target
     age; False where its time is not known (no ``workerConcurrency``)."""
@@ -414,7 +481,34 @@ def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:
 
 
 def _future_arrival_rate(signals: QueueSignals) -> float:
-    """The arrival rate to keep up with: the window's, less the jobs that still wait.
+    """The arrival rate to keep up with: the window's (see :func:`_window_future_rate`), or
+    the fast rate where the flow stepped up (see :func:`stepped_rate`)."""
+    window = _window_future_rate(signals)
+    stepped = stepped_rate(signals)
+    return window if stepped is None else max(window, stepped)
+
+
+def stepped_rate(signals: QueueSignals) -> float | None:
+    """The fast rate (arrivals per second over the newest quarter of the rate window, a
+    burst left out) where it departs upward from the window's rate: at least ``STEP_RATIO``
+    times it and by ``STEP_SIGMAS`` Poisson deviations of the jobs the window's rate expects
+    in the fast rate's span. A step in the flow shows there within seconds, where the window's
+    rate takes the whole window to reach it; on a steady flow it departs too rarely to count.
+    None where the flow did not step up."""
+    rate, fast, span = signals.arrival_rate.value, signals.fast_rate, signals.fast_span
+    if rate is None or fast is None or span <= 0:
+        return None
+    expected = rate * span
+    if fast < STEP_RATIO * rate or fast * span - expected < STEP_SIGMAS * math.sqrt(
+        max(1.0, expected)
+    ):
+        return None
+    return fast
+
+
+def _window_future_rate(signals: QueueSignals) -> float:
+    """The arrival rate to keep up with over the window: the window's, less the jobs that
+    still wait.
 
     Jobs in the backlog are counted by the drain term; counting them again as a rate would size
     the fleet for a burst twice. In a FIFO queue every job that arrived before the oldest waiting
@@ -462,15 +556,47 @@ def _metric_value(
 
 
 def is_active(signals: QueueSignals, spec: TriggerSpec) -> bool | None:
-    """True while jobs wait beyond the activation thresholds, or jobs run; None if unknown."""
+    """True while jobs wait beyond the activation thresholds, or jobs run, or more than
+    ``activationDepth`` arrived in the rate window (jobs taken between samples still flow);
+    None if unknown."""
     if signals.in_flight:
         return True
     depth = signals.depth
     if depth is None:
         return None
     if depth <= spec.activation_depth:
-        return False
+        return _flowing(signals, spec) or _holding_first_window(signals, spec)
     age = signals.oldest_age
     if spec.activation_age == 0 or age.value is None or age.precision is Precision.LOWER_BOUND:
         return True  # a lower bound under activationAge says nothing of the true age
     return age.value > spec.activation_age
+
+
+def _flowing(signals: QueueSignals, spec: TriggerSpec) -> bool:
+    """Whether more than ``activationDepth`` jobs arrived in the rate window of a queue that
+    shows none waiting nor running: taken between samples (a list whose consumers take every
+    job at once, a format that does not show its running jobs), they still flow."""
+    rate = signals.arrival_rate.value
+    return rate is not None and rate * signals.rate_span > spec.activation_depth
+
+
+def _unseen_flow(signals: QueueSignals) -> bool:
+    """Jobs arrived in the window of a queue whose format does not show its running jobs:
+    empty at the samples, they may be taken at once and run unseen."""
+    return signals.in_flight is None and bool(signals.arrival_rate.value)
+
+
+def _holding_first_window(signals: QueueSignals, spec: TriggerSpec) -> bool:
+    """An empty queue with workers seen, nothing running, within its first rate window (the
+    scaler just started, or its history just began) where no exact count shows a flow yet:
+    whether jobs come is not known, so the workers seen are kept, and the queue active, until
+    the window can tell. A warm fleet taken to zero at KEDA's first poll boots again when the
+    flow shows: with 2-minute boots, minutes over the target where a fixed fleet has none."""
+    rate = signals.arrival_rate
+    return (
+        signals.depth == 0
+        and not signals.in_flight
+        and bool(signals.consumers)
+        and signals.rate_span < spec.rate_window
+        and not (rate.precision is Precision.EXACT and rate.value)
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +18,10 @@ from scaler.arrival_history import ArrivalHistory
 LIST_MARKER = "list-marker"
 #: the flow rate needs arrivals counted over at least this share of the rate window
 MIN_FLOW_SHARE = 0.1
+#: the fast rate covers the newest samples within this share of the rate window ...
+FAST_SHARE = 0.25
+#: ... and needs at least this many intervals between them
+FAST_MIN_INTERVALS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,13 @@ class QueueSignals:
     #: counted, or where the list marker counts the jobs taken, those less the growth of the
     #: jobs in flight; None where not known
     jobs_finished: float | None = None
+    #: arrivals per second over the newest quarter of the rate window: the median of the
+    #: rates between consecutive samples, so that jobs that came at once (a burst) do not move
+    #: it; what a step in the flow looks like long before the window's rate shows it. None
+    #: where the counts there are not exact or fewer than ``FAST_MIN_INTERVALS`` intervals
+    fast_rate: float | None = None
+    #: the seconds ``fast_rate`` covers
+    fast_span: float = 0.0
 
 
 def compute_signals(
@@ -81,6 +93,7 @@ def compute_signals(
     base_index = _window_start(history, window)
     arrival_rate, completion_rate, span = _rates(history, base_index)
     age = oldest_age(latest, arrivals)
+    fast_rate, fast_span = _fast_rate(list(itertools.islice(history, base_index, None)), window)
     return QueueSignals(
         observed_at=latest.observed_at,
         depth=latest.depth,
@@ -98,6 +111,8 @@ def compute_signals(
         recent_rate=_recent_rate(list(itertools.islice(history, base_index, None)), window),
         mean_in_flight=_mean_in_flight(history, base_index),
         jobs_finished=_jobs_finished(history[base_index], latest, completion_rate),
+        fast_rate=fast_rate,
+        fast_span=fast_span,
     )
 
 
@@ -198,6 +213,24 @@ def _recent_rate(snapshots: Sequence[QueueSnapshot], window: float) -> float | N
     if start.arrivals_total is None or latest.arrivals_total is None:
         return None
     return max(0, latest.arrivals_total - start.arrivals_total) / seconds
+
+
+def _fast_rate(snapshots: Sequence[QueueSnapshot], window: float) -> tuple[float | None, float]:
+    """The median arrival rate between consecutive samples of the newest ``FAST_SHARE`` of
+    the window (``snapshots``: those inside it), and the seconds it covers."""
+    start = snapshots[-1].counted_at - FAST_SHARE * window
+    newest = [s for s in snapshots if s.counted_at >= start]
+    if len(newest) <= FAST_MIN_INTERVALS or not all(s.counts_exact for s in newest[1:]):
+        return None, 0.0
+    rates = []
+    for before, after in itertools.pairwise(newest):
+        seconds = after.counted_at - before.counted_at
+        if before.arrivals_total is None or after.arrivals_total is None or seconds <= 0:
+            return None, 0.0
+        if after.arrivals_total < before.arrivals_total:
+            return None, 0.0  # the counter was reset
+        rates.append((after.arrivals_total - before.arrivals_total) / seconds)
+    return statistics.median(rates), newest[-1].counted_at - newest[0].counted_at
 
 
 def _mean_in_flight(history: Sequence[QueueSnapshot], base_index: int) -> float | None:

@@ -17,6 +17,7 @@ from scaler.policy import (
     Reason,
     decide,
     is_active,
+    stepped_rate,
 )
 from scaler.signals import Figure, QueueSignals
 from scaler.spec import parse_metadata
@@ -698,7 +699,11 @@ def test_stays_active_while_stepping_down_on_lower_bounds() -> None:
     decision, _ = decide(unseen, spec, NOW, PolicyState(last_desired=5))
     assert decision.reason is Reason.SCALING_IN_SLOWLY
     assert (decision.desired_workers, decision.active) == (4, True)
-    assert is_active(unseen, spec) is False
+    # and of itself: 12 jobs arrived in the window, taken between samples
+    assert is_active(unseen, spec) is True
+    assert (
+        is_active(replace(unseen, arrival_rate=Figure(0.0, Precision.LOWER_BOUND)), spec) is False
+    )
 
 
 def test_unknown_arrivals_scale_in_one_step_and_stay_active() -> None:
@@ -970,3 +975,149 @@ def test_workers_still_draining_count_against_the_ceiling_on_a_scale_up() -> Non
     # never a scale-in because of them: the answer holds what it was
     decision, _ = decide(replace(backlog, consumers=16), spec, NOW, PolicyState(last_desired=6))
     assert decision.desired_workers == 6
+
+
+def test_a_step_up_in_the_flow_is_kept_up_with_before_the_window_shows_it() -> None:
+    # 10/s went to 40/s 15 s ago: the window's rate says 17.5/s, the fast rate 40/s (20.8
+    # sigmas over the 262 jobs 17.5/s expects in 15 s); 1.2 s jobs on 4 slots: 3.33/s a worker
+    spec = spec_of(jobDuration="1.2s", workerConcurrency="4")
+    stepped = replace(
+        signals_of(depth=450, consumers=6, age=14.0, arrivals=17.5, completions=10.0, flow=10.0),
+        fast_rate=40.0,
+        fast_span=15.0,
+    )
+    decision, _ = run(spec, stepped)
+    assert decision.needed == pytest.approx((40.0 + 450 / (60 - 1.2)) / (4 / 1.2))
+    assert decision.desired_workers == 15
+    # without the fast rate: the flow before the oldest job, 10/s
+    decision, _ = run(spec, replace(stepped, fast_rate=None, fast_span=0.0))
+    assert decision.needed == pytest.approx((10.0 + 450 / (60 - 1.2)) / (4 / 1.2))
+    assert decision.desired_workers == 6
+
+
+@pytest.mark.parametrize(
+    ("fast", "expected"),
+    [
+        pytest.param(13.0, None, id="1.3x the window's rate: noise"),
+        pytest.param(17.0, 17.0, id="1.7x and 8.6 sigmas: a step"),
+        pytest.param(5.0, None, id="below the window's rate: kept"),
+    ],
+)
+def test_the_fast_rate_counts_only_where_it_departs_upward(
+    fast: float, expected: float | None
+) -> None:
+    signals = replace(
+        signals_of(depth=5, consumers=2, arrivals=10.0, completions=10.0),
+        fast_rate=fast,
+        fast_span=15.0,
+    )
+    assert stepped_rate(signals) == expected
+
+
+def test_a_small_flow_needs_more_than_a_few_jobs_to_step() -> None:
+    # 0.1/s expects 1.5 jobs in 15 s, and the deviation is floored at one job's: 0.4/s (6 jobs,
+    # 4.5 over) is 4x the rate but under 4 sigmas (4.9 jobs); 0.5/s (7.5 jobs, 6 over) steps
+    quiet = replace(signals_of(depth=1, consumers=1, arrivals=0.1, completions=0.1), fast_span=15.0)
+    assert stepped_rate(replace(quiet, fast_rate=0.4)) is None
+    assert stepped_rate(replace(quiet, fast_rate=0.5)) == 0.5
+
+
+def test_jobs_taken_between_samples_keep_the_queue_active_and_busy() -> None:
+    # huey or a plain list: empty at every sample, no running jobs shown, but 20 jobs/s came in
+    # the window (steady as huey went to zero workers after KEDA's first poll: 52.9 s over)
+    spec = spec_of(jobDuration="2s", workerConcurrency="4")
+    flowing = signals_of(depth=0, arrivals=20.0, completions=20.0)
+    decision, _ = run(spec, flowing)
+    assert (decision.desired_workers, decision.reason, decision.active) == (
+        10,
+        Reason.KEEPING_UP,
+        True,
+    )
+    assert decision.needed == pytest.approx(20.0 / 2.0)
+    # where the format shows no job running, the flow is plainly done: idle
+    shown = replace(flowing, in_flight=0, arrival_rate=Figure(0.0, Precision.EXACT))
+    decision, _ = run(spec, shown)
+    assert (decision.desired_workers, decision.reason, decision.active) == (0, Reason.IDLE, False)
+    # activationDepth 20: 0.3/s is 18 jobs in the window, not enough
+    quiet = spec_of(jobDuration="2s", workerConcurrency="4", activationDepth="20")
+    assert is_active(signals_of(depth=0, arrivals=0.3, completions=0.3), quiet) is False
+
+
+def test_a_long_target_lets_the_fleet_be_a_worker_short_while_the_oldest_job_is_young() -> None:
+    # 5-minute target, 2 s jobs on 4 slots (2/s a worker), 2.6/s: 1.3 workers' need. With the
+    # oldest job 30 s old, 0.8 of a worker may be missing: one worker, not two (the broad family
+    # with 5-minute targets: 1.3-1.6x the worker-seconds of the depth policies, every one 0 s
+    # over); the allowance falls with the age, gone at half the target
+    spec = spec_of(jobDuration="2s", workerConcurrency="4", targetAge="5m")
+    young = signals_of(depth=40, consumers=2, age=30.0, arrivals=2.6, completions=2.6, flow=2.6)
+    decision, _ = run(spec, young)
+    need = 2.6 / 2 + 40 / (300 - 2) / 2
+    assert decision.needed == pytest.approx(need)
+    assert decision.desired_workers == 1  # ceil(1.367 - (1 - 30/150)) = ceil(0.567)
+    older = replace(young, oldest_age=Figure(120.0, Precision.EXACT))
+    assert run(spec, older)[0].desired_workers == 2  # ceil(1.367 - 0.2)
+    assert (
+        run(spec, replace(young, oldest_age=Figure(150.0, Precision.EXACT)))[0].desired_workers == 2
+    )
+    # none under a 2-minute target's share... a 1-minute target, or jobs as long as the target
+    short = spec_of(jobDuration="2s", workerConcurrency="4", targetAge="1m")
+    assert run(short, young)[0].desired_workers == 2
+    long_jobs = spec_of(jobDuration="6m", workerConcurrency="4", targetAge="5m")
+    assert run(long_jobs, young)[0].desired_workers == 246  # 2.6 x 90 + 40 / 300 s x 90
+    # nor for a mean job over a thirtieth of the target (a mix's few long jobs fill the slots
+    # a worker short leaves: the mixes family's 5-minute draws went from 0 s to 90 s over)
+    mix = spec_of(jobDuration="20s", workerConcurrency="4", targetAge="5m")
+    mixed = replace(young, arrival_rate=Figure(0.26, Precision.EXACT), flow_rate=0.26)
+    assert run(mix, mixed)[0].needed == pytest.approx(0.26 / 0.2 + 40 / 280 / 0.2)
+    assert run(mix, mixed)[0].desired_workers == 3  # ceil(2.01), no patience
+    # nor while the backlog is drained: 400 waiting is more than the flow, the plan is tight
+    backlog = replace(young, depth=400)
+    assert run(spec, backlog)[0].desired_workers == math.ceil(2.6 / 2 + 400 / 298 / 2)
+    # an age that is only a lower bound says nothing of how young the oldest job is
+    bound = replace(young, oldest_age=Figure(30.0, Precision.LOWER_BOUND))
+    assert run(spec, bound)[0].desired_workers == 2
+
+
+def test_an_empty_queue_keeps_the_workers_seen_until_its_first_window_shows_a_flow() -> None:
+    # the scaler's first 20 s on an empty queue with 5 workers attached and nothing counted yet:
+    # they are kept and the queue active (the broad family took warm fleets to zero at KEDA's
+    # first poll, then booted them again for 2 minutes: 96 s over the target where judoscale
+    # had none)
+    spec = spec_of(jobDuration="3m", workerConcurrency="12")
+    start = replace(
+        signals_of(depth=0, in_flight=0, consumers=5, arrivals=0.0, completions=0.0),
+        rate_span=20.0,
+    )
+    decision, _ = run(spec, start)
+    assert (decision.desired_workers, decision.reason, decision.active) == (
+        5,
+        Reason.FIRST_WINDOW,
+        True,
+    )
+    # a whole window with nothing: idle; an exact flow shown, or no worker seen: as ever
+    assert run(spec, replace(start, rate_span=60.0))[0].desired_workers == 0
+    # (2 jobs came and went in the 20 s: nothing runs, so none is needed, but the queue is
+    # active: the flow goes on)
+    flowing = run(spec, replace(start, arrival_rate=Figure(0.1, Precision.EXACT)))[0]
+    assert (flowing.desired_workers, flowing.reason, flowing.active) == (0, Reason.IDLE, True)
+    none = run(spec, replace(start, consumers=0))[0]
+    assert (none.desired_workers, none.active) == (0, False)
+
+
+def test_patience_reads_the_longer_of_the_given_and_the_learned_job_time() -> None:
+    # jobDuration 18 s, learned 5 s from windows without a mix's long jobs (5,100 slot-seconds
+    # over 1,020 jobs with the prior): 18 s is over a thirtieth of 5 minutes, so no patience
+    # (mixes-021: 0 s over the target before patience, 94.8 s with it on the learned time)
+    spec = spec_of(jobDuration="18s", workerConcurrency="4", targetAge="5m")
+    learned = PolicyState(slot_seconds=948.0, jobs_done=200.0, job_time_at=NOW)
+    young = signals_of(depth=40, consumers=4, age=30.0, arrivals=2.6, completions=2.6, flow=2.6)
+    decision, _ = run(spec, young, learned)
+    assert decision.throughput == pytest.approx(4 / 5.0)
+    assert decision.needed == pytest.approx(2.6 / 0.8 + 40 / (300 - 5) / 0.8)
+    assert decision.desired_workers == 4  # ceil(3.42): no worker short
+    # the same learned time with a short jobDuration given: patience, ceil(3.42 - 0.8)
+    short = spec_of(jobDuration="4s", workerConcurrency="4", targetAge="5m")
+    shorter = PolicyState(slot_seconds=1004.0, jobs_done=200.0, job_time_at=NOW)
+    decision, _ = run(short, young, shorter)
+    assert decision.throughput == pytest.approx(4 / 5.0)
+    assert decision.desired_workers == 3

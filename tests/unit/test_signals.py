@@ -521,3 +521,45 @@ def test_recent_rate_counts_from_where_the_counts_became_exact_again() -> None:
     assert signals.recent_rate == pytest.approx(2.0)
     exact = compute_signals(_with_oldest(_history(61), 30.0), 60.0)
     assert exact.recent_rate is None  # every count exact: the window's rate says it
+
+
+def _counted(arrivals: list[int], *, exact: bool = True) -> list[QueueSnapshot]:
+    """Snapshots one second apart from t=0 with these arrival totals."""
+    return [
+        QueueSnapshot(
+            observed_at=float(t),
+            depth=5,
+            arrivals_total=total,
+            completions_total=0,
+            counts_exact=exact,
+            counts_source="counters",
+        )
+        for t, total in enumerate(arrivals)
+    ]
+
+
+def test_fast_rate_is_the_median_rate_of_the_newest_quarter_window() -> None:
+    # 10/s for 50 s, then 40/s for 10 s: the window's rate is 15/s, the newest 15 s (a quarter
+    # of 60) have 10 intervals at 40/s and 5 at 10/s, median 40
+    totals = [10 * t if t <= 50 else 500 + 40 * (t - 50) for t in range(61)]
+    signals = compute_signals(_counted(totals), 60.0)
+    assert signals.arrival_rate.value == pytest.approx(900 / 60)
+    assert signals.fast_rate == pytest.approx(40.0)
+    assert signals.fast_span == pytest.approx(15.0)
+
+
+def test_fast_rate_leaves_out_jobs_that_came_at_once() -> None:
+    # 2/s, and 3,000 jobs at t=55: the window's rate counts them, the median interval does not
+    totals = [2 * t + (3000 if t >= 55 else 0) for t in range(61)]
+    signals = compute_signals(_counted(totals), 60.0)
+    assert signals.arrival_rate.value == pytest.approx(3120 / 60)
+    assert signals.fast_rate == pytest.approx(2.0)
+
+
+def test_fast_rate_unknown_on_inexact_counts_or_too_few_samples() -> None:
+    assert (
+        compute_signals(_counted([2 * t for t in range(61)], exact=False), 60.0).fast_rate is None
+    )
+    sparse = [replace(s, observed_at=s.observed_at * 15) for s in _counted([0, 30, 60, 90, 120])]
+    signals = compute_signals(sparse, 60.0)  # one interval inside the newest 15 s
+    assert (signals.fast_rate, signals.fast_span) == (None, 0.0)
