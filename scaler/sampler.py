@@ -41,12 +41,14 @@ from scaler.sample_schedule import (
     ASK_PAUSE,
     FAST_AFTER_ASK,
     LIVE_FOR,
+    NEAR_TARGET,
     Demand,
     Demands,
     Urgency,
     Wanted,
     allocate,
     changed,
+    flowing,
     next_interval,
     pause_after,
     urgency,
@@ -206,6 +208,8 @@ class Sampler:
         self._fast_until = -math.inf
         #: the share of the next pause taken (1: all of it; less: jittered)
         self._jitter = 1.0
+        #: a call asked for a fresh read of a queue near its target: sample now
+        self._read_now = False
 
     # -- what triggers do ------------------------------------------------------------------
 
@@ -258,6 +262,10 @@ class Sampler:
                     await self._first.wait()
         elif self._too_old() and self.last_error is None and self._due_within(first_timeout):
             await self.wait_for_sample(first_timeout)
+        elif self._reads_on_ask():
+            self._read_now = True
+            self._wake.set()
+            await self.wait_for_sample(first_timeout)
         if isinstance(self.last_error, QueueMisconfigured):  # not a blip: the newest sample's
             raise QueueMisconfigured(str(self.last_error))  # answer, whatever came before
         if not self._history:
@@ -290,6 +298,21 @@ class Sampler:
         finally:
             self._watchers -= 1
             self._last_asked = time.monotonic()
+
+    def _reads_on_ask(self) -> bool:
+        """A queue near its target (not watched: then it is read every WATCHED_INTERVAL) is
+        read when KEDA asks if its newest sample is older than the fast interval (or than its
+        broker's budget allows), its source healthy; the call waits for that read (up to the
+        first-sample timeout, as for a stale sample) and is answered from the newest sample."""
+        if not self.urgency.read_on_ask or self._watchers or self._stopping:
+            return False
+        if self.last_error is not None:
+            return False
+        now = time.monotonic()
+        fresh_for = self._fast(now)
+        if self._pacer is not None:
+            fresh_for = max(fresh_for, self._pacer.floor(self, now, self.urgency))
+        return self._sampling or now - self._last_success > fresh_for
 
     def _too_old(self) -> bool:
         age = time.monotonic() - self._last_success
@@ -384,6 +407,8 @@ class Sampler:
         has the due time worked out again."""
         while not self._stopping:
             self._wake.clear()
+            if self._read_now:  # a call waits for a fresh read
+                return
             delay = self._started_at + self._pause() - time.monotonic()
             if delay <= 0:
                 return
@@ -394,6 +419,7 @@ class Sampler:
     async def _sample_once(self) -> None:
         self._started_at = started = time.monotonic()
         self._sampling = True
+        self._read_now = False  # this sample is the read a call asked for
         timeout = min(
             MAX_SAMPLE_TIMEOUT, max(MIN_SAMPLE_TIMEOUT, self.interval * STALE_AFTER_INTERVALS)
         )
@@ -462,16 +488,28 @@ class Sampler:
         """The urgency and the next interval after a sample."""
         previous, self._previous = self._previous, snapshot
         age = oldest_age(snapshot, self.arrivals).value
+        target_age = self._demands.target_age(now)
         self.urgency = urgency(
             watched=False,  # read live: a stream may start or end before the next sample
             age=age,
-            target_age=self._demands.target_age(now),
+            target_age=target_age,
             asked_after_pause=False,  # likewise
             moved=changed(previous, snapshot),
             busy=bool(snapshot.depth) or bool(snapshot.in_flight),
         )
+        until_near = (
+            NEAR_TARGET * target_age - age
+            if age is not None and target_age is not None and self.urgency < Urgency.NEAR_TARGET
+            else None
+        )
         self._relaxed = next_interval(
-            self._relaxed, self.urgency, self._fast(now), self._slow(now), self._demands.window(now)
+            self._relaxed,
+            self.urgency,
+            self._fast(now),
+            self._slow(now),
+            self._demands.window(now),
+            flowing=flowing(previous, snapshot),
+            until_near=until_near,
         )
         self._planned = self._actual(now)
         self._jitter = 1.0 - random.uniform(0.0, RELAXED_JITTER) if not self.urgency.fast else 1.0
