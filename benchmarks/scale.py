@@ -135,7 +135,9 @@ def objects_for(kind: str, queues: list[Queue], url: str) -> list[dict[str, Any]
 #: the two families scraped (``name[]``: the server's /metrics renders only those); a scrape of
 #: everything renders every queue's and trigger's series, which at 1,000 queues held the
 #: server's event loop (the GIL) for seconds and showed in the calls' p99
-SAMPLE_FAMILIES = "name[]=queue_age_scaler_samples_total&name[]=queue_age_scaler_sample_errors_total"
+SAMPLE_FAMILIES = (
+    "name[]=queue_age_scaler_samples_total&name[]=queue_age_scaler_sample_errors_total"
+)
 
 
 def samples_total(metrics_port: int) -> tuple[float, float]:

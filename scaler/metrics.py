@@ -326,6 +326,8 @@ class Metrics:
         #: each sampled queue's series, looked up once (``labels()`` costs a lock and a
         #: validation per call: most of a sample's CPU at thousands of queues)
         self._queue_series: dict[tuple[str, ...], _QueueSeries] = {}
+        #: each trigger's one-value gauges (``_trigger_gauges``), looked up once
+        self._trigger_series: dict[tuple[str, ...], tuple[Any, ...]] = {}
         self._lock = threading.Lock()
 
     # -- per queue ----------------------------------------------------------------------------
@@ -434,9 +436,9 @@ class Metrics:
     def trigger_labels(namespace: str, name: str, spec: TriggerSpec) -> tuple[str, ...]:
         return (label(namespace), label(name), label(spec.source.queue), spec.metric.value)
 
-    def forget_trigger(self, labels: tuple[str, ...]) -> None:
-        """Drop every series of a trigger that KEDA no longer asks about."""
-        for gauge in (
+    def _trigger_gauges(self) -> tuple[Gauge, ...]:
+        """A trigger's gauges of one value each, in the order record_decision sets them."""
+        return (
             self.arrival_rate,
             self.completion_rate,
             self.time_to_drain,
@@ -445,7 +447,12 @@ class Metrics:
             self.desired_workers,
             self.ceiling,
             self.utilisation,
-        ):
+        )
+
+    def forget_trigger(self, labels: tuple[str, ...]) -> None:
+        """Drop every series of a trigger that KEDA no longer asks about."""
+        self._trigger_series.pop(labels, None)
+        for gauge in self._trigger_gauges():
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)
         for name in KNEE_FIGURES:
@@ -476,14 +483,23 @@ class Metrics:
             if labels not in self._reasons and len(self._reasons) >= self._max_trigger_series:
                 self.series_dropped.inc()
                 return
-        self.arrival_rate.labels(*labels).set(_value(signals.arrival_rate.value))
-        self.completion_rate.labels(*labels).set(_value(signals.completion_rate.value))
-        self.time_to_drain.labels(*labels).set(_value(signals.time_to_drain.value))
-        self.target_age.labels(*labels).set(spec.target_age)
-        self.target_drain_time.labels(*labels).set(spec.target_drain_time)
-        self.desired_workers.labels(*labels).set(decision.desired_workers)
-        self.ceiling.labels(*labels).set(_value(decision.ceiling))
-        self.utilisation.labels(*labels).set(_value(decision.utilisation))
+        series = self._trigger_series.get(labels)
+        if series is None:
+            series = self._trigger_series[labels] = tuple(
+                gauge.labels(*labels) for gauge in self._trigger_gauges()
+            )
+        values = (
+            _value(signals.arrival_rate.value),
+            _value(signals.completion_rate.value),
+            _value(signals.time_to_drain.value),
+            spec.target_age,
+            spec.target_drain_time,
+            decision.desired_workers,
+            _value(decision.ceiling),
+            _value(decision.utilisation),
+        )
+        for child, value in zip(series, values, strict=True):
+            child.set(value)
         reason = label(decision.reason_label)
         with self._lock:
             previous = self._reasons.get(labels)
@@ -499,11 +515,14 @@ class Metrics:
             for signal, figure in zip(PRECISION_SIGNALS, precisions, strict=True):
                 key, now = (*labels, signal), (figure.precision.value, figure.source)
                 before = self._precisions.get(key)
-                if before is not None and before != now:
+                if before == now:  # its series is there, at 1, already
+                    continue
+                if before is not None:
                     self.precision.remove(*key, *before)
                 self._precisions[key] = now
                 self.precision.labels(*key, *now).set(1)
-        self.decision.labels(*labels, reason).set(1)
+        if previous != reason:
+            self.decision.labels(*labels, reason).set(1)
         if decision.ceiling_parts is not None:
             self._record_ceiling(labels, decision.ceiling_parts)
         fit = decision.knee.fit if decision.knee is not None else None
