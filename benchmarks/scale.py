@@ -17,7 +17,9 @@ object on its own clock. Each server in turn, on the same queues:
 
 - ``ours``: ``queue-age-scaler serve`` (metrics on, to count its samples);
 - ``keda``: benchmarks/bare_server.py ``--keda-redis``, one EVAL (TYPE, then the length) on every
-  GetMetrics and IsActive, as KEDA's built-in Redis scaler does; its metadata names each key.
+  GetMetrics and IsActive, as KEDA's built-in Redis scaler does; its metadata names each key;
+- ``bare`` (not by default): benchmarks/bare_server.py answering constants, what the machine can
+  serve at all at this polling.
 
 Per server: warm up (one call sequence per object), poll for ``--settle`` seconds unmeasured,
 then ``--window`` seconds measured. Printed: calls and errors, GetMetrics and IsActive p50/p99,
