@@ -164,7 +164,8 @@ def _sampling(spec: TriggerSpec, urgency: Urgency) -> dict[str, Any]:
     """How a server at its defaults would read this queue now, and what that does to the
     figures' precision (probe itself reads it every ``sampleInterval``)."""
     fast = urgency.fast or urgency.read_on_ask  # near its target: read fresh for each call
-    interval = spec.sample_interval if fast else max(spec.sample_interval, SLOW_INTERVAL)
+    slow = SLOW_INTERVAL if spec.slow_sample_interval is None else spec.slow_sample_interval
+    interval = spec.sample_interval if fast else max(spec.sample_interval, slow)
     why = ("read when asked" if urgency.read_on_ask else "fast") if fast else "slow"
     return {
         "urgency": urgency.name.lower().replace("_", " "),

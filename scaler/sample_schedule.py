@@ -113,6 +113,8 @@ class Demand:
     window: float
     #: the trigger's targetAge (None: not given, as in tests of the sampler alone)
     target_age: float | None = None
+    #: the trigger's slowSampleInterval (None: the server's slow bound)
+    slow: float | None = None
 
 
 class Demands:
@@ -153,6 +155,12 @@ class Demands:
         """The longest rate window a live trigger asks for."""
         self._current(now)
         return self._pace[1]
+
+    def slow(self, now: float, default: float | None) -> float | None:
+        """The shortest slow bound a live trigger asks for, ``default`` (the server's) for one
+        that names none; None when that is None (no slow bound: the fast interval always)."""
+        bounds = [d.slow if d.slow is not None else default for d in self._current(now)]
+        return None if None in bounds else min(b for b in bounds if b is not None)
 
     def target_age(self, now: float) -> float | None:
         """The smallest targetAge a live trigger asks for."""

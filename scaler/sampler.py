@@ -229,7 +229,13 @@ class Sampler:
         to the slow bound; no shorter than the broker's budget allows."""
         return self._actual(time.monotonic())
 
-    def ask(self, interval: float, window: float, target_age: float | None = None) -> None:
+    def ask(
+        self,
+        interval: float,
+        window: float,
+        target_age: float | None = None,
+        slow: float | None = None,
+    ) -> None:
         """Note a trigger's request: keeps the sampler alive and its demand live. An interval
         shorter than the one followed so far takes effect now, not after the current pause; so
         does the fast interval when KEDA asks after a pause (:data:`ASK_PAUSE`)."""
@@ -237,7 +243,7 @@ class Sampler:
         paused = now - self._last_asked > ASK_PAUSE
         self._last_asked = now
         before = self._demands.interval(now)
-        self._demands.ask(Demand(interval, window, target_age), now)
+        self._demands.ask(Demand(interval, window, target_age, slow), now)
         if paused:
             self._fast_until = now + FAST_AFTER_ASK
         if interval < before:  # a trigger asks for fresher samples: they are judged by its
@@ -341,8 +347,11 @@ class Sampler:
         return min(interval, WATCHED_INTERVAL) if self._watchers else interval
 
     def _slow(self, now: float) -> float:
+        """The slow bound: the live triggers' shortest ``slowSampleInterval`` (the server's for
+        a trigger without one), never below the fast interval."""
         fast = self._fast(now)
-        return fast if self.slow_interval is None else max(fast, self.slow_interval)
+        slow = self._demands.slow(now, self.slow_interval)
+        return fast if slow is None else max(fast, slow)
 
     def _urgency_now(self, now: float) -> Urgency:
         """The newest sample's urgency, raised while watched or right after KEDA asked."""
@@ -593,7 +602,12 @@ class SamplerRegistry:
                 spec.source,
                 self._open_adapter(spec.source, self.connections),
                 self._metrics,
-                Demand(spec.sample_interval, spec.rate_window, spec.target_age),
+                Demand(
+                    spec.sample_interval,
+                    spec.rate_window,
+                    spec.target_age,
+                    spec.slow_sample_interval,
+                ),
                 idle_after=self._idle_after,
                 live_for=self.live_for,
                 max_history=self._max_history,
@@ -613,7 +627,9 @@ class SamplerRegistry:
                 self._writer = asyncio.create_task(self._write_checkpoints(), name="checkpoints")
             sampler.start(self._forget)
             log.info("started sampling %s every %gs", spec.source.describe(), spec.sample_interval)
-        sampler.ask(spec.sample_interval, spec.rate_window, spec.target_age)
+        sampler.ask(
+            spec.sample_interval, spec.rate_window, spec.target_age, spec.slow_sample_interval
+        )
         return sampler
 
     def _pacer(self, url: str) -> BrokerPacer | None:

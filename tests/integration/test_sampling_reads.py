@@ -2,7 +2,8 @@
 KEDA's call asks (the answer shows a job pushed after the last background sample), a backlog
 where nothing moves relaxes to the slow bound while one with work flowing through it keeps
 four samples in its rate window, and an unchanged queue's sample leaves its oldest job and an
-absent worker registry unread (counted by a private Redis's INFO commandstats)."""
+absent worker registry unread (counted by a private Redis's INFO commandstats); a trigger's
+``slowSampleInterval`` bounds its idle queue's interval."""
 
 from __future__ import annotations
 
@@ -45,10 +46,12 @@ async def samplers() -> AsyncIterator[SamplerRegistry]:
     await registry.aclose()
 
 
-def sidekiq_spec(url: str, queue: str, *, target: str, window: str = "10s") -> TriggerSpec:
+def sidekiq_spec(
+    url: str, queue: str, *, target: str, window: str = "10s", **more: str
+) -> TriggerSpec:
     metadata = {"url": url, "queue": queue, "format": "sidekiq", "workerThroughput": "1"}
     metadata |= {"targetAge": target, "sampleInterval": "100ms", "rateWindow": window}
-    return parse_metadata(metadata)
+    return parse_metadata(metadata | more)
 
 
 def job(enqueued_at: float) -> str:
@@ -145,3 +148,18 @@ async def test_an_unchanged_queue_leaves_its_oldest_job_and_an_absent_registry_u
         await a.aclose()
         await b.aclose()
         await connections.aclose()
+
+
+async def test_a_triggers_slow_sample_interval_bounds_its_idle_queue(
+    own_redis: RedisProcess, samplers: SamplerRegistry
+) -> None:
+    """The server's slow bound is 0.8 s; a trigger asking 0.4 s has its idle queue read at
+    most that far apart, and one on an empty queue of its own without the key relaxes to 0.8 s."""
+    bounded = samplers.get(
+        sidekiq_spec(own_redis.url, "bounded", target="1h", slowSampleInterval="400ms")
+    )
+    free = samplers.get(sidekiq_spec(own_redis.url, "free", target="1h"))
+    await asyncio.sleep(3.0)
+    assert bounded.urgency is Urgency.IDLE and free.urgency is Urgency.IDLE
+    assert bounded.actual_interval == pytest.approx(0.4)
+    assert free.actual_interval == SLOW

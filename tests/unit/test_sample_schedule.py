@@ -237,3 +237,13 @@ def test_work_flows_where_jobs_run_arrive_or_finish_or_the_counts_are_unknown() 
     assert flowing(counted(5, 2), counted(5, 2, running=1))
     assert flowing(counted(None, None), counted(None, None))
     assert flowing(None, counted(5, 2))
+
+
+def test_the_slow_bound_is_the_shortest_a_live_trigger_asks_the_servers_for_the_others() -> None:
+    demands = Demands(Demand(1.0, 60.0, slow=10.0), now=0.0)
+    assert demands.slow(0.0, default=30.0) == 10.0
+    assert demands.slow(0.0, default=5.0) == 10.0  # its own bound, whatever the server's
+    demands.ask(Demand(1.0, 60.0), now=1.0)  # a trigger without one: the server's
+    assert demands.slow(1.0, default=30.0) == 10.0
+    assert demands.slow(1.0, default=5.0) == 5.0
+    assert demands.slow(1.0, default=None) is None  # the server reads it fast always
