@@ -101,11 +101,13 @@ async def warm_up(
     refs: Sequence[pb.ScaledObjectRef],
     log_path: Path,
     timeout: float = WARMUP_TIMEOUT,
+    concurrency: int = 20,
 ) -> None:
-    """One sequence per ScaledObject (so every queue has been asked for once), until all pass."""
+    """One sequence per ScaledObject (so every queue has been asked for once), until all pass;
+    ``concurrency`` sequences at once."""
     deadline = time.monotonic() + timeout
     pending = list(refs)
-    limit = asyncio.Semaphore(20)
+    limit = asyncio.Semaphore(concurrency)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = pb_grpc.ExternalScalerStub(channel)
 

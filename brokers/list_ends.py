@@ -38,7 +38,8 @@ REMEASURE_EVERY = 20
 UNREAD = -2
 
 #: KEYS[1] the list. ARGV: oldest index, size bound, known oldest hash, known newest hash,
-#: whether the oldest and the newest may be left unread while unchanged (1/0), the previous
+#: whether the oldest and the newest may be left unread while unchanged (1/0; for the oldest
+#: also 2: it is held, and left unread where the marker shows nothing taken), the previous
 #: length, then 1, marker, rank, maxlen to look for a marker (0 not to). Replies {length,
 #: oldest size, hash, element, newest size, hash, element, LPOS}: size -1 for an empty list,
 #: -2 (UNREAD) when not read; the element false when unchanged, too large or not read (and at
@@ -74,7 +75,9 @@ local function answer(read, known)
   return read[1], read[2], read[3]
 end
 local o_read, n_read = {-2, '', false}, {-2, '', false}
-if not (ARGV[5] == '1' and oldest_still) then o_read = measure(oldest_index) end
+-- '2': the caller holds the oldest element; left unread where the marker shows nothing taken
+local o_kept = ARGV[5] == '2' and arrivals and previous + arrivals == length
+if not ((ARGV[5] == '1' and oldest_still) or o_kept) then o_read = measure(oldest_index) end
 if not ((ARGV[6] == '1' and newest_still) or arrivals == 0) then
   if length == 1 and o_read[1] ~= -2 then n_read = o_read else n_read = measure(-1 - oldest_index) end
 end
@@ -140,13 +143,16 @@ class ListEnds:
         self._length = 0
         self._big_oldest = _Oversize()
         self._big_newest = _Oversize()
+        #: the oldest element last read (at most the bound), and samples since it was read
+        self._oldest_held: Element | None = None
+        self._oldest_unread = 0
 
     def command(self, known_oldest: bytes) -> Command:
         """The script's call; ``known_oldest`` is the hash of the oldest element the caller
         holds what it needs of (``b""`` for none): that element is not sent again."""
         query = self.marker.query()
         newest_digest = self._newest[1] if self._newest is not None else b""
-        skips = (int(self._big_oldest.may_skip()), int(self._big_newest.may_skip()))
+        skips = (self._oldest_skip(known_oldest), int(self._big_newest.may_skip()))
         look: tuple[int | bytes, ...] = (
             (1, query.marker, query.rank, query.maxlen) if query is not None else (0,)
         )
@@ -156,6 +162,18 @@ class ListEnds:
         )  # fmt: skip
         command: Command = ("EVAL", SCRIPT, *args)
         return command
+
+    def _oldest_skip(self, known_oldest: bytes) -> int:
+        """1: an oldest element above the bound may be left unread while unchanged; 2: the
+        caller holds the oldest one (its hash is ``known_oldest``), which the script then
+        reads only where the marker shows a job taken (at least every REMEASURE_EVERY
+        samples); 0: read it."""
+        if self._big_oldest.may_skip():
+            return 1
+        held = self._oldest_held
+        if known_oldest and held is not None and held.digest == known_oldest:
+            return 2 if self._oldest_unread < REMEASURE_EVERY else 0
+        return 0
 
     def observe(self, reply: Sequence[Any]) -> Ends:
         """Account for the script's reply to :meth:`command`."""
@@ -173,5 +191,11 @@ class ListEnds:
         # else unchanged: the element held is the newest still (the marker was found there)
         marker = self._newest[0] if self._newest is not None else None
         counts = self.marker.observe(length, found, marker)
+        held = self._oldest_held
+        if o_size == UNREAD and self._big_oldest.element is None and held is not None:
+            self._oldest_unread += 1  # left unread: the element held is the oldest still
+            return Ends(length, Element(held.size, held.digest, None), counts)
         oldest = self._big_oldest.observe(Element(o_size, o_digest, o_value))
+        self._oldest_unread = 0
+        self._oldest_held = oldest if oldest.size >= 0 and not oldest.too_large else None
         return Ends(length, oldest if oldest.size >= 0 else None, counts)

@@ -24,7 +24,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -102,6 +102,8 @@ class _Client:
 
     redis: Redis
     batcher: RedisBatcher
+    #: keys a read found missing, by key: when (monotonic), for ``RedisConnection.seen_missing``
+    missing: dict[str, float] = field(default_factory=dict)
 
 
 def _open_client(url: str, connections: Connections) -> _Client:
@@ -157,6 +159,19 @@ class RedisConnection:
         if self._client is not None:
             self._client = None
             await self._clients.release(self._source.url)
+
+    def note_missing(self, key: str, now: float) -> None:
+        """A read found ``key`` missing at ``now`` (monotonic), for the other adapters on this
+        Redis to reuse (``seen_missing``)."""
+        if self._client is not None:
+            self._client.missing[key] = now
+
+    def seen_missing(self, key: str, now: float, within: float) -> bool:
+        """An adapter on this Redis found ``key`` missing less than ``within`` seconds ago."""
+        if self._client is None:
+            return False
+        seen = self._client.missing.get(key)
+        return seen is not None and now - seen < within
 
     async def execute(self, commands: Sequence[Command], *, transaction: bool) -> list[Any]:
         """Run ``commands`` in one round trip (MULTI/EXEC when ``transaction``), shared with the

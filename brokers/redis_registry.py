@@ -5,6 +5,7 @@ workers serving the queue and the jobs in flight."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -15,6 +16,9 @@ from brokers.redis_connection import Command, RedisConnection
 from brokers.redis_options import ListLayout
 from brokers.redis_queues import RedisQueueAdapter
 
+#: a registry read missing by one queue's sample stands for the others' on the same Redis for
+#: this long (the libraries write their registries every few seconds: Sidekiq's heartbeat is 5 s)
+MISSING_REUSE = 1.0
 #: the Redis user may read the queue but not the workers' registry (an ACL limited to the
 #: queue's keys, say): the workers and the jobs in flight stay unknown
 REGISTRY_REFUSED = "registry_refused"
@@ -51,6 +55,12 @@ class RegistryAdapter:
         """The script that reads the registry; its reply is empty when no worker is registered."""
         raise NotImplementedError
 
+    def registry_key(self) -> str | None:
+        """The key whose absence means that no worker is registered (the script's reply then
+        empty), where there is one: read missing by one queue's sample, it is not read again by
+        the others' on the same Redis for :data:`MISSING_REUSE` seconds."""
+        return None
+
     def registry_figures(self, reply: list[Any], snapshot: QueueSnapshot) -> RegistryFigures:
         """Workers serving the queue, their job slots and the jobs in flight, from the script's
         (non-empty) reply; ``snapshot`` is the list's, read just before."""
@@ -60,12 +70,17 @@ class RegistryAdapter:
         snapshot = await self._list.sample()
         if self._refused:
             return replace(snapshot, warnings=(*snapshot.warnings, REGISTRY_REFUSED))
+        key, now = self.registry_key(), time.monotonic()
+        if key is not None and self._redis.seen_missing(key, now, MISSING_REUSE):
+            return snapshot  # no worker registered, as another queue's sample just read
         try:
             (reply,) = await self._redis.execute([self.registry_command()], transaction=False)
         except BrokerRefused:  # the list was read with the same credentials: not the password
             self._refused = True
             return replace(snapshot, warnings=(*snapshot.warnings, REGISTRY_REFUSED))
         if not reply:  # no worker registered: none runs, or the workers are not the library's
+            if key is not None:
+                self._redis.note_missing(key, now)
             return snapshot
         figures = self.registry_figures(reply, snapshot)
         return replace(

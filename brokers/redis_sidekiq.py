@@ -145,6 +145,9 @@ class SidekiqAdapter(RegistryAdapter):
         args = (self.prefix, self.queue, time.time(), BEAT_TIMEOUT, MAX_PAYLOAD_BYTES)
         return ("EVAL", PROCESSES_SCRIPT, 1, self.prefix + "processes", *args)
 
+    def registry_key(self) -> str:
+        return self.prefix + "processes"  # the script answers {} at once where it is missing
+
     def registry_figures(self, reply: list[Any], snapshot: QueueSnapshot) -> RegistryFigures:
         processes, slots, shared, running, oldest = reply
         # the figures are as of each process's last heartbeat: as old as the oldest one counted

@@ -31,8 +31,10 @@ Fields as Redis 7.0 reports them (redis/redis-doc ``commands/xinfo-stream.md``,
   the limit without reading, is not counted; while jobs wait, live consumers read and count.
 
 One sample is one round trip: a Lua script that only reads (``EVAL``, touching only the
-stream key, so cluster-safe) runs ``XINFO STREAM``, ``XINFO GROUPS``, ``XINFO CONSUMERS`` and
-the ``XRANGE`` after the group's ``last-delivered-id``, all at one instant. Two round trips
+stream key, so cluster-safe) runs ``XINFO GROUPS``, ``XINFO STREAM``, ``XINFO CONSUMERS`` (only
+where the group has consumers) and the ``XRANGE`` after the group's ``last-delivered-id`` (only
+where entries wait), all at one instant; ``TYPE`` only where ``XINFO GROUPS`` fails (no such
+key, or another type). Two round trips
 would read a ``last-delivered-id`` that the group may have moved past before the ``XRANGE``;
 and a missing stream or group fails ``XINFO`` with an error that ``RedisConnection.execute``
 reports as an outage, while the script returns it as a status. ``RedisConnection.execute``
@@ -78,19 +80,25 @@ local function fields(flat)
   for i = 1, #flat, 2 do map[flat[i]] = flat[i + 1] end
   return map
 end
-local kind = redis.call('TYPE', key)['ok']
-if kind == 'none' then return {'missing', now} end
-if kind ~= 'stream' then return {'wrongtype', now, kind} end
+local groups = redis.pcall('XINFO', 'GROUPS', key)
+if groups['err'] then -- no such key, or another type: TYPE tells which
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == 'none' then return {'missing', now} end
+  if kind ~= 'stream' then return {'wrongtype', now, kind} end
+  return groups
+end
 local group
-for _, flat in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+for _, flat in ipairs(groups) do
   local candidate = fields(flat)
   if candidate['name'] == group_name then group = candidate end
 end
 if not group then return {'nogroup', now} end
 local stream = fields(redis.call('XINFO', 'STREAM', key))
 local idle = {}
-for _, flat in ipairs(redis.call('XINFO', 'CONSUMERS', key, group_name)) do
-  idle[#idle + 1] = fields(flat)['idle']
+if group['consumers'] > 0 then
+  for _, flat in ipairs(redis.call('XINFO', 'CONSUMERS', key, group_name)) do
+    idle[#idle + 1] = fields(flat)['idle']
+  end
 end
 local start = '(' .. group['last-delivered-id']
 local lag = group['lag']

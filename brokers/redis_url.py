@@ -121,10 +121,6 @@ class _RedisUrl:
 def check_redis_url(url: str, parts: SplitResult) -> None:
     """Refuse, now, a Redis URL that redis-py would refuse (or misread) at every sample: raises
     ValueError saying which part is wrong and how to fix it, never showing the password."""
-    from redis.asyncio.connection import ConnectionPool
-    from redis.asyncio.connection import parse_url as redis_parse_url
-    from redis.exceptions import RedisError
-
     checked = _RedisUrl(url, parts)
     if checked.scheme != "unix" and parts.port == 0:
         raise checked.fail(f"port 0; {checked.form}, PORT from 1 to 65535 (6379 if left out)")
@@ -137,17 +133,32 @@ def check_redis_url(url: str, parts: SplitResult) -> None:
             f"the path {checked.shown(parts.path)} is not a database number; {checked.form}, "
             "DB a whole number, at least 0 (or ?db=DB)"
         )
-    try:  # redis-py's own reading, and the connection its client would make (no I/O)
-        redis_parse_url(url)
-        pool = ConnectionPool.from_url(url)
-        pool.make_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-    except (RedisError, TypeError, ValueError) as error:
-        detail = str(error)
+    refusal = _redis_py_refusal(url)
+    if refusal is not None:
+        detail = refusal
         for secret in (url, parts.password, checked.password):
             if secret:
                 detail = detail.replace(secret, "<hidden>")
         shown = "<hidden>" if checked.hidden else detail
         raise checked.fail(f"redis-py cannot use the URL ({shown}); {checked.form}") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _redis_py_refusal(url: str) -> str | None:
+    """What redis-py says of ``url`` (None: it takes it): its own reading, and the connection its
+    client would make (no I/O). Worked out once per URL: many triggers share one Redis, and
+    making the connection object was a tenth of a new trigger's parse."""
+    from redis.asyncio.connection import ConnectionPool
+    from redis.asyncio.connection import parse_url as redis_parse_url
+    from redis.exceptions import RedisError
+
+    try:
+        redis_parse_url(url)
+        pool = ConnectionPool.from_url(url)
+        pool.make_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+    except (RedisError, TypeError, ValueError) as error:
+        return str(error)
+    return None
 
 
 def _check_redis_options(checked: _RedisUrl) -> None:

@@ -286,9 +286,10 @@ def _parser() -> argparse.ArgumentParser:
         default=SLOW_INTERVAL,
         metavar="DURATION",
         help=f"the longest interval between two samples of a queue that is idle (default "
-        f"{SLOW_INTERVAL:g}s; a steady one, with work, at most a quarter of its rateWindow): a queue is read at its trigger's sampleInterval while a "
-        "StreamIsActive watches it, its oldest job is near or over targetAge, it changes or KEDA "
-        "asks after a pause; a value at or below sampleInterval reads every queue at its "
+        f"{SLOW_INTERVAL:g}s; a steady one through which work flows at most a quarter of its "
+        "rateWindow): a queue is read at its trigger's sampleInterval while a StreamIsActive "
+        "watches it, it changes or KEDA asks after a pause, and when KEDA asks about it while "
+        "its oldest job is near or over targetAge; a value at or below sampleInterval reads every queue at its "
         "sampleInterval always (docs/operating.md, Sampling)",
     )
     serve_cmd.add_argument(

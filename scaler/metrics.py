@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily
@@ -56,6 +57,26 @@ def label(text: str) -> str:
 
 def _queue_labels(source: QueueSource) -> tuple[str, str, str]:
     return (source.broker, label(source.queue), source.format)
+
+
+#: the workers' figures whose precision, source and age are exported per queue
+_FIGURES = ("in_flight", "consumers", "slots")
+
+
+@dataclass(frozen=True, slots=True)
+class _QueueSeries:
+    """One queue's series, as ``labels()`` gave them."""
+
+    samples: Any
+    interval: Any
+    depth: Any
+    in_flight: Any
+    consumers: Any
+    slots: Any
+    paused: Any
+    capacity: Any
+    oldest_age: Any
+    figure_ages: tuple[Any, ...]
 
 
 def _value(number: float | None) -> float:
@@ -302,6 +323,11 @@ class Metrics:
         self._ceiling_sources: dict[tuple[str, ...], dict[str, str]] = {}
         self._precisions: dict[tuple[str, ...], tuple[str, str]] = {}
         self._figure_precisions: dict[tuple[str, ...], tuple[str, str]] = {}
+        #: each sampled queue's series, looked up once (``labels()`` costs a lock and a
+        #: validation per call: most of a sample's CPU at thousands of queues)
+        self._queue_series: dict[tuple[str, ...], _QueueSeries] = {}
+        #: each trigger's one-value gauges (``_trigger_gauges``), looked up once
+        self._trigger_series: dict[tuple[str, ...], tuple[Any, ...]] = {}
         self._lock = threading.Lock()
 
     # -- per queue ----------------------------------------------------------------------------
@@ -319,41 +345,63 @@ class Metrics:
         it, estimates the age where the sample has no enqueue time, as the policy does;
         ``interval`` the one planned until the next."""
         labels = _queue_labels(source)
-        self.samples.labels(*labels).inc()
-        self.sample_interval.labels(*labels).set(_value(interval))
+        series = self._queue_series.get(labels)
+        if series is None:
+            series = self._queue_series[labels] = self._series_of(labels)
+        series.samples.inc()
+        series.interval.set(_value(interval))
         self.sample_duration.observe(seconds)
-        self.depth.labels(*labels).set(_value(snapshot.depth))
-        self.in_flight.labels(*labels).set(_value(snapshot.in_flight))
-        self.consumers.labels(*labels).set(_value(snapshot.consumers))
-        self.slots.labels(*labels).set(_value(snapshot.slots))
-        self._record_figures(labels, snapshot)
-        self.paused.labels(*labels).set(_value(snapshot.paused))
-        self.consumer_capacity.labels(*labels).set(_value(snapshot.consumer_capacity))
+        series.depth.set(_value(snapshot.depth))
+        series.in_flight.set(_value(snapshot.in_flight))
+        series.consumers.set(_value(snapshot.consumers))
+        series.slots.set(_value(snapshot.slots))
+        self._record_figures(labels, snapshot, series)
+        series.paused.set(_value(snapshot.paused))
+        series.capacity.set(_value(snapshot.consumer_capacity))
         # the age the policy uses (exact, estimated or a lower bound; NaN only when unknown): it
         # depends on the newest snapshot and the arrival history alone, not on any rate window
         age = oldest_age(snapshot, arrivals)
-        self.oldest_age.labels(*labels).set(_value(age.value))
+        series.oldest_age.set(_value(age.value))
         for kind in snapshot.warnings:
             self.sample_warnings.labels(*labels, kind).inc()
 
-    def _record_figures(self, labels: tuple[str, ...], snapshot: QueueSnapshot) -> None:
+    def _series_of(self, labels: tuple[str, ...]) -> _QueueSeries:
+        return _QueueSeries(
+            samples=self.samples.labels(*labels),
+            interval=self.sample_interval.labels(*labels),
+            depth=self.depth.labels(*labels),
+            in_flight=self.in_flight.labels(*labels),
+            consumers=self.consumers.labels(*labels),
+            slots=self.slots.labels(*labels),
+            paused=self.paused.labels(*labels),
+            capacity=self.consumer_capacity.labels(*labels),
+            oldest_age=self.oldest_age.labels(*labels),
+            figure_ages=tuple(self.figure_age.labels(*labels, name) for name in _FIGURES),
+        )
+
+    def _record_figures(
+        self, labels: tuple[str, ...], snapshot: QueueSnapshot, series: _QueueSeries
+    ) -> None:
         """The precision, source and age of the snapshot's workers' figures."""
         readings = snapshot.readings
         with self._lock:
-            for name, value, reading in (
-                ("in_flight", snapshot.in_flight, readings.in_flight),
-                ("consumers", snapshot.consumers, readings.consumers),
-                ("slots", snapshot.slots, readings.slots),
+            for name, value, reading, age in zip(
+                _FIGURES,
+                (snapshot.in_flight, snapshot.consumers, snapshot.slots),
+                (readings.in_flight, readings.consumers, readings.slots),
+                series.figure_ages,
+                strict=True,
             ):
                 known = value is not None
                 key = (*labels, name)
                 now = (reading.precision.value if known else "unknown", reading.source)
                 before = self._figure_precisions.get(key)
-                if before is not None and before != now:
-                    self.figure_precision.remove(*key, *before)
-                self._figure_precisions[key] = now
-                self.figure_precision.labels(*key, *now).set(1)
-                self.figure_age.labels(*key).set(reading.age if known else math.nan)
+                if before != now:  # unchanged: its series is there, at 1, already
+                    if before is not None:
+                        self.figure_precision.remove(*key, *before)
+                    self._figure_precisions[key] = now
+                    self.figure_precision.labels(*key, *now).set(1)
+                age.set(reading.age if known else math.nan)
 
     def watch_traffic(self, read: Callable[[], Mapping[str, Traffic]]) -> None:
         """Export the broker traffic ``read`` returns (per broker URL) at each scrape."""
@@ -364,6 +412,7 @@ class Metrics:
 
     def forget_queue(self, source: QueueSource) -> None:
         labels = _queue_labels(source)
+        self._queue_series.pop(labels, None)
         for gauge in (
             self.depth,
             self.in_flight,
@@ -387,9 +436,9 @@ class Metrics:
     def trigger_labels(namespace: str, name: str, spec: TriggerSpec) -> tuple[str, ...]:
         return (label(namespace), label(name), label(spec.source.queue), spec.metric.value)
 
-    def forget_trigger(self, labels: tuple[str, ...]) -> None:
-        """Drop every series of a trigger that KEDA no longer asks about."""
-        for gauge in (
+    def _trigger_gauges(self) -> tuple[Gauge, ...]:
+        """A trigger's gauges of one value each, in the order record_decision sets them."""
+        return (
             self.arrival_rate,
             self.completion_rate,
             self.time_to_drain,
@@ -398,7 +447,12 @@ class Metrics:
             self.desired_workers,
             self.ceiling,
             self.utilisation,
-        ):
+        )
+
+    def forget_trigger(self, labels: tuple[str, ...]) -> None:
+        """Drop every series of a trigger that KEDA no longer asks about."""
+        self._trigger_series.pop(labels, None)
+        for gauge in self._trigger_gauges():
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)
         for name in KNEE_FIGURES:
@@ -429,14 +483,23 @@ class Metrics:
             if labels not in self._reasons and len(self._reasons) >= self._max_trigger_series:
                 self.series_dropped.inc()
                 return
-        self.arrival_rate.labels(*labels).set(_value(signals.arrival_rate.value))
-        self.completion_rate.labels(*labels).set(_value(signals.completion_rate.value))
-        self.time_to_drain.labels(*labels).set(_value(signals.time_to_drain.value))
-        self.target_age.labels(*labels).set(spec.target_age)
-        self.target_drain_time.labels(*labels).set(spec.target_drain_time)
-        self.desired_workers.labels(*labels).set(decision.desired_workers)
-        self.ceiling.labels(*labels).set(_value(decision.ceiling))
-        self.utilisation.labels(*labels).set(_value(decision.utilisation))
+        series = self._trigger_series.get(labels)
+        if series is None:
+            series = self._trigger_series[labels] = tuple(
+                gauge.labels(*labels) for gauge in self._trigger_gauges()
+            )
+        values = (
+            _value(signals.arrival_rate.value),
+            _value(signals.completion_rate.value),
+            _value(signals.time_to_drain.value),
+            spec.target_age,
+            spec.target_drain_time,
+            decision.desired_workers,
+            _value(decision.ceiling),
+            _value(decision.utilisation),
+        )
+        for child, value in zip(series, values, strict=True):
+            child.set(value)
         reason = label(decision.reason_label)
         with self._lock:
             previous = self._reasons.get(labels)
@@ -452,11 +515,14 @@ class Metrics:
             for signal, figure in zip(PRECISION_SIGNALS, precisions, strict=True):
                 key, now = (*labels, signal), (figure.precision.value, figure.source)
                 before = self._precisions.get(key)
-                if before is not None and before != now:
+                if before == now:  # its series is there, at 1, already
+                    continue
+                if before is not None:
                     self.precision.remove(*key, *before)
                 self._precisions[key] = now
                 self.precision.labels(*key, *now).set(1)
-        self.decision.labels(*labels, reason).set(1)
+        if previous != reason:
+            self.decision.labels(*labels, reason).set(1)
         if decision.ceiling_parts is not None:
             self._record_ceiling(labels, decision.ceiling_parts)
         fit = decision.knee.fit if decision.knee is not None else None

@@ -163,17 +163,18 @@ def _pool_queue(queue: QueueShare, driving: bool) -> dict[str, Any]:
 def _sampling(spec: TriggerSpec, urgency: Urgency) -> dict[str, Any]:
     """How a server at its defaults would read this queue now, and what that does to the
     figures' precision (probe itself reads it every ``sampleInterval``)."""
-    fast = urgency.fast
-    interval = spec.sample_interval if fast else max(spec.sample_interval, SLOW_INTERVAL)
-    why = "fast" if fast else "slow"
+    fast = urgency.fast or urgency.read_on_ask  # near its target: read fresh for each call
+    slow = SLOW_INTERVAL if spec.slow_sample_interval is None else spec.slow_sample_interval
+    interval = spec.sample_interval if fast else max(spec.sample_interval, slow)
+    why = ("read when asked" if urgency.read_on_ask else "fast") if fast else "slow"
     return {
         "urgency": urgency.name.lower().replace("_", " "),
         "server_sample_interval_seconds": interval,
         "sampling": (
             f"{why}: a server reads this queue every {interval:g}s now (sampleInterval "
-            f"{spec.sample_interval:g}s while watched, near targetAge, changing or asked after a "
-            f"pause; up to --slow-sample-interval, {SLOW_INTERVAL:g}s by default, while idle or "
-            "steady); an estimated age is good to about one interval, and over a longer one a "
+            f"{spec.sample_interval:g}s while watched, changing or asked after a pause; up to "
+            f"--slow-sample-interval, {SLOW_INTERVAL:g}s by default, while idle or steady; near "
+            "targetAge, also whenever KEDA asks); an estimated age is good to about one interval, and over a longer one a "
             "list empties between samples more often, its counts then lower bounds"
         ),
     }

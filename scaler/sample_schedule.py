@@ -14,13 +14,18 @@ liveness runs out.
 **Adaptive intervals.** The live triggers' shortest ``sampleInterval`` is the *fast* interval;
 ``serve --slow-sample-interval`` (:data:`SLOW_INTERVAL`, never below the fast one) the *slow*
 bound. After each sample the queue gets an :class:`Urgency`, and its next interval is the fast
-one while it is urgent (watched by a StreamIsActive, its oldest age near or over the smallest
-live ``targetAge``, just changed, or asked about by KEDA after a pause); otherwise the interval
-doubles per sample, up to the slow bound (idle: nothing waits or runs; steady: work, unchanged,
-and then at most a quarter of the live triggers' longest ``rateWindow``, so the rates keep
-samples across the window they are measured over).
-So a queue that nobody needs fast costs one read per slow interval, and one that starts to move
-is back to the fast interval after one sample.
+one while it is urgent (watched by a StreamIsActive, just changed, or asked about by KEDA after
+a pause); otherwise the interval doubles per sample, up to the slow bound (idle: nothing waits
+or runs; steady: work, unchanged, and then, while work flows through it, at most a quarter of
+the live triggers' longest ``rateWindow``, so the rates keep samples across the window they are
+measured over; a steady queue where nothing moved at all relaxes to the slow bound, but not
+past the moment its oldest job will be near the target). A queue whose oldest age is near or
+over the smallest live ``targetAge`` is read when KEDA asks (:attr:`Urgency.read_on_ask`: the
+sampler reads it for a call that finds its newest sample older than the fast interval) and
+relaxes in the background as a flowing steady queue does.
+So a queue that nobody needs fast costs one read per slow interval, one near its target one
+read per KEDA call at most, and one that starts to move is back to the fast interval after one
+sample.
 
 **A broker's budget** (``serve --broker-command-budget``, commands per second per broker URL):
 :func:`allocate` stretches intervals, least urgent queues first, until the samples of the broker
@@ -90,7 +95,14 @@ class Urgency(enum.IntEnum):
 
     @property
     def fast(self) -> bool:
-        return self >= Urgency.CHANGING
+        """Sampled at the fast interval in the background."""
+        return self >= Urgency.CHANGING and self is not Urgency.NEAR_TARGET
+
+    @property
+    def read_on_ask(self) -> bool:
+        """Read when KEDA asks, if the newest sample is older than the fast interval; in the
+        background relaxed as a steady queue is (between KEDA's calls nothing reads it)."""
+        return self is Urgency.NEAR_TARGET
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +113,8 @@ class Demand:
     window: float
     #: the trigger's targetAge (None: not given, as in tests of the sampler alone)
     target_age: float | None = None
+    #: the trigger's slowSampleInterval (None: the server's slow bound)
+    slow: float | None = None
 
 
 class Demands:
@@ -141,6 +155,12 @@ class Demands:
         """The longest rate window a live trigger asks for."""
         self._current(now)
         return self._pace[1]
+
+    def slow(self, now: float, default: float | None) -> float | None:
+        """The shortest slow bound a live trigger asks for, ``default`` (the server's) for one
+        that names none; None when that is None (no slow bound: the fast interval always)."""
+        bounds = [d.slow if d.slow is not None else default for d in self._current(now)]
+        return None if None in bounds else min(b for b in bounds if b is not None)
 
     def target_age(self, now: float) -> float | None:
         """The smallest targetAge a live trigger asks for."""
@@ -224,18 +244,43 @@ def urgency(
 
 
 def next_interval(
-    previous: float, level: Urgency, fast: float, slow: float, window: float | None = None
+    previous: float,
+    level: Urgency,
+    fast: float,
+    slow: float,
+    window: float | None = None,
+    *,
+    flowing: bool = True,
+    until_near: float | None = None,
 ) -> float:
     """The interval after a sample: ``fast`` while urgent, else ``previous`` relaxed by
     :data:`RELAX_FACTOR`, within ``fast`` and ``slow`` (``slow`` below ``fast`` is ``fast``).
-    A steady queue (work waiting or running) keeps :data:`SAMPLES_PER_WINDOW` samples in the
-    live triggers' rate ``window``: its rates, and a knee learned from them, are measured over
-    the window the triggers asked for; only an idle queue relaxes to ``slow`` whatever it is."""
+    A steady queue through which work flows (``flowing``, from :func:`flowing`) and one near
+    its target (read on KEDA's asks besides) keep :data:`SAMPLES_PER_WINDOW` samples in the live
+    triggers' rate ``window``: their rates, and a knee learned from them, are measured over the
+    window the triggers asked for. An idle queue, and a steady one where nothing moved at all,
+    relax to ``slow``, but no further than ``until_near`` (the seconds until its oldest job is
+    near the target, at its age now), so a waiting job is not near its target unseen."""
     if level.fast:
         return fast
-    if level is Urgency.STEADY and window is not None:
+    steady = level is Urgency.STEADY and flowing
+    if (steady or level.read_on_ask) and window is not None:
         slow = min(slow, window / SAMPLES_PER_WINDOW)
+    if until_near is not None:
+        slow = min(slow, until_near)
     return max(fast, min(slow, previous * RELAX_FACTOR))
+
+
+def flowing(previous: QueueSnapshot | None, newest: QueueSnapshot) -> bool:
+    """Whether work moved through the queue between two samples: jobs run, arrived or
+    finished; also where the counts that would tell are unknown (a first sample, a format
+    without them)."""
+    if previous is None or newest.in_flight:
+        return True
+    counts = (newest.arrivals_total, newest.completions_total)
+    if None in counts:
+        return True
+    return counts != (previous.arrivals_total, previous.completions_total)
 
 
 @dataclass(frozen=True, slots=True)

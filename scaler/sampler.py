@@ -41,12 +41,14 @@ from scaler.sample_schedule import (
     ASK_PAUSE,
     FAST_AFTER_ASK,
     LIVE_FOR,
+    NEAR_TARGET,
     Demand,
     Demands,
     Urgency,
     Wanted,
     allocate,
     changed,
+    flowing,
     next_interval,
     pause_after,
     urgency,
@@ -206,6 +208,8 @@ class Sampler:
         self._fast_until = -math.inf
         #: the share of the next pause taken (1: all of it; less: jittered)
         self._jitter = 1.0
+        #: a call asked for a fresh read of a queue near its target: sample now
+        self._read_now = False
 
     # -- what triggers do ------------------------------------------------------------------
 
@@ -225,7 +229,13 @@ class Sampler:
         to the slow bound; no shorter than the broker's budget allows."""
         return self._actual(time.monotonic())
 
-    def ask(self, interval: float, window: float, target_age: float | None = None) -> None:
+    def ask(
+        self,
+        interval: float,
+        window: float,
+        target_age: float | None = None,
+        slow: float | None = None,
+    ) -> None:
         """Note a trigger's request: keeps the sampler alive and its demand live. An interval
         shorter than the one followed so far takes effect now, not after the current pause; so
         does the fast interval when KEDA asks after a pause (:data:`ASK_PAUSE`)."""
@@ -233,7 +243,7 @@ class Sampler:
         paused = now - self._last_asked > ASK_PAUSE
         self._last_asked = now
         before = self._demands.interval(now)
-        self._demands.ask(Demand(interval, window, target_age), now)
+        self._demands.ask(Demand(interval, window, target_age, slow), now)
         if paused:
             self._fast_until = now + FAST_AFTER_ASK
         if interval < before:  # a trigger asks for fresher samples: they are judged by its
@@ -257,6 +267,10 @@ class Sampler:
                 async with asyncio.timeout(first_timeout):
                     await self._first.wait()
         elif self._too_old() and self.last_error is None and self._due_within(first_timeout):
+            await self.wait_for_sample(first_timeout)
+        elif self._reads_on_ask():
+            self._read_now = True
+            self._wake.set()
             await self.wait_for_sample(first_timeout)
         if isinstance(self.last_error, QueueMisconfigured):  # not a blip: the newest sample's
             raise QueueMisconfigured(str(self.last_error))  # answer, whatever came before
@@ -291,6 +305,21 @@ class Sampler:
             self._watchers -= 1
             self._last_asked = time.monotonic()
 
+    def _reads_on_ask(self) -> bool:
+        """A queue near its target (not watched: then it is read every WATCHED_INTERVAL) is
+        read when KEDA asks if its newest sample is older than the fast interval (or than its
+        broker's budget allows), its source healthy; the call waits for that read (up to the
+        first-sample timeout, as for a stale sample) and is answered from the newest sample."""
+        if not self.urgency.read_on_ask or self._watchers or self._stopping:
+            return False
+        if self.last_error is not None:
+            return False
+        now = time.monotonic()
+        fresh_for = self._fast(now)
+        if self._pacer is not None:
+            fresh_for = max(fresh_for, self._pacer.floor(self, now, self.urgency))
+        return self._sampling or now - self._last_success > fresh_for
+
     def _too_old(self) -> bool:
         age = time.monotonic() - self._last_success
         return age > STALE_AFTER_INTERVALS * self._stale_interval()
@@ -318,8 +347,11 @@ class Sampler:
         return min(interval, WATCHED_INTERVAL) if self._watchers else interval
 
     def _slow(self, now: float) -> float:
+        """The slow bound: the live triggers' shortest ``slowSampleInterval`` (the server's for
+        a trigger without one), never below the fast interval."""
         fast = self._fast(now)
-        return fast if self.slow_interval is None else max(fast, self.slow_interval)
+        slow = self._demands.slow(now, self.slow_interval)
+        return fast if slow is None else max(fast, slow)
 
     def _urgency_now(self, now: float) -> Urgency:
         """The newest sample's urgency, raised while watched or right after KEDA asked."""
@@ -384,6 +416,8 @@ class Sampler:
         has the due time worked out again."""
         while not self._stopping:
             self._wake.clear()
+            if self._read_now:  # a call waits for a fresh read
+                return
             delay = self._started_at + self._pause() - time.monotonic()
             if delay <= 0:
                 return
@@ -394,6 +428,7 @@ class Sampler:
     async def _sample_once(self) -> None:
         self._started_at = started = time.monotonic()
         self._sampling = True
+        self._read_now = False  # this sample is the read a call asked for
         timeout = min(
             MAX_SAMPLE_TIMEOUT, max(MIN_SAMPLE_TIMEOUT, self.interval * STALE_AFTER_INTERVALS)
         )
@@ -462,16 +497,28 @@ class Sampler:
         """The urgency and the next interval after a sample."""
         previous, self._previous = self._previous, snapshot
         age = oldest_age(snapshot, self.arrivals).value
+        target_age = self._demands.target_age(now)
         self.urgency = urgency(
             watched=False,  # read live: a stream may start or end before the next sample
             age=age,
-            target_age=self._demands.target_age(now),
+            target_age=target_age,
             asked_after_pause=False,  # likewise
             moved=changed(previous, snapshot),
             busy=bool(snapshot.depth) or bool(snapshot.in_flight),
         )
+        until_near = (
+            NEAR_TARGET * target_age - age
+            if age is not None and target_age is not None and self.urgency < Urgency.NEAR_TARGET
+            else None
+        )
         self._relaxed = next_interval(
-            self._relaxed, self.urgency, self._fast(now), self._slow(now), self._demands.window(now)
+            self._relaxed,
+            self.urgency,
+            self._fast(now),
+            self._slow(now),
+            self._demands.window(now),
+            flowing=flowing(previous, snapshot),
+            until_near=until_near,
         )
         self._planned = self._actual(now)
         self._jitter = 1.0 - random.uniform(0.0, RELAXED_JITTER) if not self.urgency.fast else 1.0
@@ -555,7 +602,12 @@ class SamplerRegistry:
                 spec.source,
                 self._open_adapter(spec.source, self.connections),
                 self._metrics,
-                Demand(spec.sample_interval, spec.rate_window, spec.target_age),
+                Demand(
+                    spec.sample_interval,
+                    spec.rate_window,
+                    spec.target_age,
+                    spec.slow_sample_interval,
+                ),
                 idle_after=self._idle_after,
                 live_for=self.live_for,
                 max_history=self._max_history,
@@ -575,7 +627,9 @@ class SamplerRegistry:
                 self._writer = asyncio.create_task(self._write_checkpoints(), name="checkpoints")
             sampler.start(self._forget)
             log.info("started sampling %s every %gs", spec.source.describe(), spec.sample_interval)
-        sampler.ask(spec.sample_interval, spec.rate_window, spec.target_age)
+        sampler.ask(
+            spec.sample_interval, spec.rate_window, spec.target_age, spec.slow_sample_interval
+        )
         return sampler
 
     def _pacer(self, url: str) -> BrokerPacer | None:

@@ -33,6 +33,9 @@ from scaler.url_policy import OPEN_URLS, UrlPolicy
 #: ``dependencyWeight`` at most: a pool's share of contested slots is at most this many times
 #: another's
 MAX_DEPENDENCY_WEIGHT = 1000
+#: the longest ``slowSampleInterval`` a trigger may ask (a sampler nobody asks about for 10
+#: minutes stops; a sample is answered from for three intervals)
+MAX_SLOW_SAMPLE_INTERVAL = 600.0
 
 
 def parse_metadata(
@@ -75,6 +78,7 @@ def parse_metadata(
         activation_depth=reader.integer("activationDepth", 0, minimum=0) or 0,
         rate_window=reader.duration("rateWindow", DEFAULT_RATE_WINDOW, positive=True),
         sample_interval=_parse_sample_interval(reader, bounds),
+        slow_sample_interval=_parse_slow_interval(reader),
         learn_knee=parse_learn_knee(reader),
         dependency_scope=parse_dependency_scope(reader),
         dependency_weight=_parse_dependency_weight(reader),
@@ -98,6 +102,12 @@ def _parse_dependency_weight(reader: MetadataReader) -> float:
     return weight
 
 
+def _parse_slow_interval(reader: MetadataReader) -> float | None:
+    if reader.get("slowSampleInterval") is None:
+        return None  # the server's --slow-sample-interval
+    return reader.duration("slowSampleInterval", 0.0, positive=True)
+
+
 def _parse_sample_interval(reader: MetadataReader, bounds: Bounds) -> float:
     seconds = reader.duration("sampleInterval", DEFAULT_SAMPLE_INTERVAL)
     bounds.check_sample_interval(reader.values.get("sampleInterval", ""), seconds)
@@ -116,6 +126,13 @@ def _check_consistency(spec: TriggerSpec, values: Mapping[str, str]) -> None:
         raise InvalidMetadata(
             "minWorkers",
             f"got {spec.min_workers}; the dependency {limiter!r} allows at most {ceiling} workers",
+        )
+    slow = spec.slow_sample_interval
+    if slow is not None and not spec.sample_interval <= slow <= MAX_SLOW_SAMPLE_INTERVAL:
+        raise InvalidMetadata(
+            "slowSampleInterval",
+            f"got {values.get('slowSampleInterval')!r}; expected at least sampleInterval "
+            f"({spec.sample_interval:g}s) and at most {MAX_SLOW_SAMPLE_INTERVAL:g}s",
         )
     if spec.rate_window < 2 * spec.sample_interval:
         raise InvalidMetadata(

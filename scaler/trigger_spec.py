@@ -68,6 +68,9 @@ class TriggerSpec:
     activation_depth: int = 0
     rate_window: float = DEFAULT_RATE_WINDOW
     sample_interval: float = DEFAULT_SAMPLE_INTERVAL
+    #: the longest interval between two samples of the queue while it is idle or steady
+    #: (``slowSampleInterval``); None: the server's ``--slow-sample-interval``
+    slow_sample_interval: float | None = None
     #: cap the ceiling at the throughput knee learned from the pool (``learnKnee``)
     learn_knee: bool = False
     #: which triggers share the dependencies' limits (``dependencyScope``): None, the default

@@ -1,5 +1,6 @@
 """The sampler's adaptive interval against an in-test queue (no broker): an idle queue slows down
-to the slow bound and is fast again once it moves, a watched or near-target queue stays fast,
+to the slow bound and is fast again once it moves, a watched queue stays fast, one near its target is read when
+KEDA asks,
 staleness follows the interval in force, and a broker's command budget holds, the least urgent
 queues slowed first."""
 
@@ -124,7 +125,7 @@ async def test_an_idle_queue_slows_to_the_slow_bound_and_is_fast_again_once_it_m
         await samplers.aclose()
 
 
-async def test_a_watched_queue_and_one_near_its_target_stay_at_the_fast_interval() -> None:
+async def test_a_watched_queue_stays_fast_and_one_near_its_target_is_read_when_asked() -> None:
     queues = Queues()
     samplers = registry(queues)
     try:
@@ -136,9 +137,18 @@ async def test_a_watched_queue_and_one_near_its_target_stay_at_the_fast_interval
         with watched.watched():
             await asyncio.sleep(2.5)
             assert near.urgency is Urgency.NEAR_TARGET
-            assert max(queues.by_name["near"].gaps(5)) < 0.3
+            assert near.actual_interval == SLOW  # relaxed in the background ...
+            asked = time.monotonic()
+            history = await near.history(first_timeout=1.0)  # ... and read when asked
+            assert queues.by_name["near"].since(asked) == 1
+            assert history[-1].observed_at >= time.time() - FAST
+            await near.history(first_timeout=1.0)  # the newest is fresh: no second read
+            assert queues.by_name["near"].since(asked) == 1
             assert young.urgency is Urgency.STEADY and young.actual_interval == SLOW
             assert max(queues.by_name["watched"].gaps(5)) < 0.3  # idle, but watched
+            assert watched.urgency is Urgency.IDLE
+            await watched.history(first_timeout=1.0)
+            assert queues.by_name["watched"].since(asked) <= 2  # watched: not read on asks
         await asyncio.sleep(2.5)  # no longer watched: it slows down
         assert watched.actual_interval == SLOW
     finally:

@@ -3,6 +3,8 @@ backoff of a failing source."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from brokers.base import QueueSnapshot
@@ -15,6 +17,7 @@ from scaler.sample_schedule import (
     Wanted,
     allocate,
     changed,
+    flowing,
     next_interval,
     pause_after,
     urgency,
@@ -123,7 +126,9 @@ def test_urgency_ranks_watched_over_near_target_over_asked_over_changing_over_st
     assert level(age=300.0, busy=True) is Urgency.NEAR_TARGET  # over it
     assert level(age=300.0, target_age=None) is Urgency.IDLE  # no target known: not near one
     assert level(age=300.0, watched=True) is Urgency.WATCHED
-    assert [u.fast for u in Urgency] == [False, False, True, True, True, True]
+    # near its target, a queue is read on KEDA's asks and relaxed in the background
+    assert [u.fast for u in Urgency] == [False, False, True, True, False, True]
+    assert [u.read_on_ask for u in Urgency] == [False, False, False, False, True, False]
 
 
 def test_an_idle_queue_slows_down_by_doubling_and_is_fast_again_after_one_urgent_sample() -> None:
@@ -202,3 +207,43 @@ def test_a_steady_queue_keeps_four_samples_in_its_rate_window_and_an_idle_one_re
     assert (steady, idle) == (1.25, 30.0)
     # with KEDA-like defaults (60 s window) a steady queue is read every 15 s, not 30 s
     assert next_interval(30.0, Urgency.STEADY, fast=1.0, slow=30.0, window=60.0) == 15.0
+
+
+def test_a_still_queue_relaxes_to_the_slow_bound_but_not_past_its_target() -> None:
+    """Steady with work flowing: a quarter of the window; nothing moved at all: the slow bound,
+    but no later than the moment its oldest job is near the target; near it: the window's."""
+    steady = functools.partial(next_interval, 30.0, Urgency.STEADY, 1.0, 30.0, 60.0)
+    assert steady(flowing=True) == 15.0
+    assert steady(flowing=False) == 30.0
+    assert steady(flowing=False, until_near=12.5) == 12.5
+    assert steady(flowing=False, until_near=0.2) == 1.0  # never below the fast interval
+    assert next_interval(30.0, Urgency.NEAR_TARGET, 1.0, 30.0, 60.0) == 15.0
+    assert next_interval(1.0, Urgency.NEAR_TARGET, 1.0, 30.0, 60.0) == 2.0  # relaxed
+
+
+def test_work_flows_where_jobs_run_arrive_or_finish_or_the_counts_are_unknown() -> None:
+    def counted(arrivals: int | None, completions: int | None, running: int = 0) -> QueueSnapshot:
+        return QueueSnapshot(
+            observed_at=0.0,
+            depth=3,
+            in_flight=running,
+            arrivals_total=arrivals,
+            completions_total=completions,
+        )
+
+    assert not flowing(counted(5, 2), counted(5, 2))
+    assert flowing(counted(5, 2), counted(6, 2))
+    assert flowing(counted(5, 2), counted(5, 3))
+    assert flowing(counted(5, 2), counted(5, 2, running=1))
+    assert flowing(counted(None, None), counted(None, None))
+    assert flowing(None, counted(5, 2))
+
+
+def test_the_slow_bound_is_the_shortest_a_live_trigger_asks_the_servers_for_the_others() -> None:
+    demands = Demands(Demand(1.0, 60.0, slow=10.0), now=0.0)
+    assert demands.slow(0.0, default=30.0) == 10.0
+    assert demands.slow(0.0, default=5.0) == 10.0  # its own bound, whatever the server's
+    demands.ask(Demand(1.0, 60.0), now=1.0)  # a trigger without one: the server's
+    assert demands.slow(1.0, default=30.0) == 10.0
+    assert demands.slow(1.0, default=5.0) == 5.0
+    assert demands.slow(1.0, default=None) is None  # the server reads it fast always

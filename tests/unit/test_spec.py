@@ -736,6 +736,18 @@ def test_rate_window_error_shows_the_value_in_force() -> None:
     assert "60" in str(err)
 
 
+def test_a_trigger_may_bound_its_queues_slow_interval_within_sampleinterval_and_ten_minutes() -> (
+    None
+):
+    assert parse_metadata(RQ).slow_sample_interval is None  # the server's
+    assert parse_metadata(RQ | {"slowSampleInterval": "5s"}).slow_sample_interval == 5.0
+    assert parse_metadata(RQ | {"slowSampleInterval": "10m"}).slow_sample_interval == 600.0
+    for value, shown in (("500ms", "at least sampleInterval (1s)"), ("11m", "at most 600s")):
+        err = _invalid(RQ | {"slowSampleInterval": value})
+        assert err.key == "slowSampleInterval" and shown in str(err), str(err)
+    assert _invalid(RQ | {"slowSampleInterval": "soon"}).key == "slowSampleInterval"
+
+
 # --- kombu's priority steps and separator (format celery) ----------------------------------------
 
 CELERY = {"url": URL, "queue": "celery", "format": "celery", "workerThroughput": "1"}
