@@ -13,6 +13,14 @@ from dataclasses import dataclass, replace
 from brokers.base import Precision, QueueSnapshot
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.limit import Ceiling, trigger_ceiling
+from scaler.draining import (
+    HPA_STABILIZATION,
+    NONE_RELEASED,
+    Released,
+    after_answer,
+    room,
+    settle,
+)
 from scaler.knee import KneeState, learn, with_knee
 from scaler.signals import QueueSignals
 from scaler.trigger_spec import Metric, TriggerSpec
@@ -30,8 +38,6 @@ JOB_TIME_WINDOWS = 5.0
 PRIOR_JOBS = 20.0
 #: jobs completed before a job time is learned where none is given
 MIN_LEARNED_COMPLETIONS = 10.0
-#: the HPA's default scale-down stabilisation: it may hold the largest answer this long
-HPA_STABILIZATION = 300.0
 #: where the target age is at least this long, and a job takes less than it, the fleet may be
 #: up to one worker short of the need while the oldest job is young (see :func:`_patience`)
 PATIENT_TARGET = 120.0
@@ -90,6 +96,8 @@ class PolicyState:
     #: replicas the HPA may still hold (see :func:`_with_draining`)
     peak_desired: int | None = None
     peak_at: float | None = None
+    #: the workers the answers let go that may still drain (see :mod:`scaler.draining`)
+    released: Released = NONE_RELEASED
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +201,13 @@ def decide(
         desired, reason = _first_window(signals, spec, desired, reason)
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
-    desired, reason = _with_draining(signals, state, ceiling, desired, reason)
+    released = settle(state.released, signals, spec, now)
+    desired, reason = _with_draining(signals, state, released, ceiling, desired, reason)
     if desired == 0 and reason is not Reason.PAUSED:
         reason = Reason.IDLE
     if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
         state = _answered(state, desired, now)
+        state = replace(state, released=after_answer(released, desired, now, signals.consumers))
 
     active = is_active(signals, spec)
     if signals.paused:  # neither scale a paused queue's workers to zero nor up from zero
@@ -233,19 +243,27 @@ def _answered(state: PolicyState, desired: int, now: float) -> PolicyState:
 
 
 def _with_draining(
-    signals: QueueSignals, state: PolicyState, ceiling: int | None, desired: int, reason: Reason
+    signals: QueueSignals,
+    state: PolicyState,
+    released: Released,
+    ceiling: int | None,
+    desired: int,
+    reason: Reason,
 ) -> tuple[int, Reason]:
-    """Workers still draining (seen by the broker beyond the replicas the HPA may hold: the
-    largest answer of its stabilisation window) hold the dependency until they stop: a
-    scale-up may not take the fleet past the ceiling beside them."""
+    """Workers still draining hold the dependency until they stop: a scale-up may not take
+    the fleet past the ceiling beside them, those the answers let go that may still drain
+    (``released``, :mod:`scaler.draining`) nor those the broker sees beyond the replicas the
+    HPA may hold (the largest answer of its stabilisation window)."""
     last, seen = state.last_desired, signals.consumers
+    if ceiling is not None and desired > (free := room(released, ceiling, last)):
+        desired, reason = free, Reason.CLAMPED
     if ceiling is None or last is None or seen is None or desired <= last:
         return desired, reason
     # the replicas the HPA may still hold after a scale-in are not draining
     held = max(last, state.peak_desired or 0)
-    room = max(min(last, ceiling), ceiling - max(0, seen - held))
-    if desired > room:
-        return room, Reason.CLAMPED
+    seen_room = max(min(last, ceiling), ceiling - max(0, seen - held))
+    if desired > seen_room:
+        return seen_room, Reason.CLAMPED
     return desired, reason
 
 

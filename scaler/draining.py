@@ -1,0 +1,164 @@
+"""The workers the policy's own answers let go, while they may still be draining.
+
+A scale-in does not free the dependency at once. The HPA keeps the largest recommendation of
+its stabilisation window (``HPA_STABILIZATION``, 300 s by default), so it removes replicas when
+a larger answer leaves the window; each removed pod then stops taking jobs and keeps running,
+holding its share of the dependency, until it has finished its jobs or its grace period ends.
+The HPA does not count terminating pods among its replicas, so a scale-up soon after a scale-in
+adds new pods beside them. Where the broker does not show these workers (Huey, plain lists,
+Celery; a quiet Sidekiq process is not among the consumers), and where it shows them but pods
+still booting hide how many drain, only the answers tell: every drop of the window's largest
+answer is a count of workers that may drain, kept until the broker shows they are gone or,
+where it cannot, for ``DRAIN_HORIZON``.
+
+Pure: the state goes in and comes out with each decision.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+from brokers import registry
+from brokers.base import QueueSource
+from scaler.signals import QueueSignals
+from scaler.trigger_spec import TriggerSpec
+
+#: the HPA's default scale-down stabilisation: it may hold the largest answer this long
+HPA_STABILIZATION = 300.0
+#: where the broker shows nothing of the workers, a pod let go is taken to drain this long at
+#: least, or for ``DRAIN_JOBS`` mean job times where that is longer (it finishes its jobs)
+DRAIN_HORIZON = 600.0
+DRAIN_JOBS = 10.0
+#: a pod added this long ago has booted: where the consumers count draining workers and the
+#: HPA's replicas have not grown for this long, those seen beyond them drain
+BOOT_HORIZON = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What the answers let go: ``entries``, ``(when, workers)`` oldest first, the workers the
+    HPA may have removed that may still drain; ``answers``, the answers of the HPA's window
+    that it may still hold, ``(when, workers)`` each larger than those after it; and, where the
+    broker's consumers count draining workers, a floor on those that take jobs."""
+
+    entries: tuple[tuple[float, int], ...] = ()
+    answers: tuple[tuple[float, int], ...] = ()
+    ready_floor: int | None = None
+    #: when the replicas the HPA may hold last grew
+    grown_at: float | None = None
+
+    @property
+    def workers(self) -> int:
+        return sum(count for _, count in self.entries)
+
+    @property
+    def held(self) -> int | None:
+        """The replicas the HPA may hold: the window's largest answer."""
+        return self.answers[0][1] if self.answers else None
+
+
+NONE_RELEASED = Released()
+
+
+@functools.cache
+def consumers_count_draining(source: QueueSource) -> bool:
+    """Whether a worker that takes no more jobs but finishes its own still counts among the
+    consumers the format shows (not a quiet Sidekiq process); False where it shows none."""
+    info = registry.format_info(source.format)
+    if not info.reports_consumers:
+        return False
+    return info.snapshot_model is None or info.snapshot_model(info, source).draining_counts
+
+
+def settle(released: Released, signals: QueueSignals, spec: TriggerSpec, now: float) -> Released:
+    """``released`` with what the broker shows now (:func:`draining_at_most`): those let go
+    first are taken as gone first; where the broker shows no workers, after
+    :func:`drain_horizon` at the latest."""
+    entries = list(released.entries)
+    if signals.consumers is None:
+        horizon = drain_horizon(spec)
+        entries = [(when, count) for when, count in entries if now - when < horizon]
+    excess = sum(count for _, count in entries) - draining_at_most(released, signals, spec, now)
+    while excess > 0 and entries:
+        when, count = entries[0]
+        if count <= excess:
+            entries.pop(0)
+            excess -= count
+        else:
+            entries[0] = (when, int(count - excess))
+            excess = 0
+    floor, seen = released.ready_floor, signals.consumers
+    if seen is not None and consumers_count_draining(spec.source):
+        floor = max(floor or 0, seen - sum(count for _, count in entries))
+    return replace(released, entries=tuple(entries), ready_floor=floor)
+
+
+def draining_at_most(
+    released: Released, signals: QueueSignals, spec: TriggerSpec, now: float
+) -> float:
+    """The most workers that can be draining, by what the broker shows. A draining worker runs
+    at least one job: no more than the jobs in flight. Where the consumers count draining
+    workers: no more than those above the floor of the workers that take jobs, and once the
+    HPA's replicas have not grown for ``BOOT_HORIZON`` (every pod it holds is up), no more
+    than the consumers beyond them. While jobs wait every slot of a worker that takes jobs is
+    busy, so only the jobs in flight beyond those slots run on draining workers: the slots the
+    library records where its consumers leave draining workers out (a quiet Sidekiq process),
+    or, where it shows no workers, those of the replicas the HPA holds once they are up."""
+    bound = math.inf if signals.in_flight is None else float(signals.in_flight)
+    seen, in_flight = signals.consumers, signals.in_flight
+    counts = seen is not None and consumers_count_draining(spec.source)
+    if counts and seen is not None and released.ready_floor is not None:
+        bound = min(bound, max(0, seen - released.ready_floor))
+    if not counts and signals.depth and signals.slots and in_flight is not None:
+        bound = min(bound, max(0, in_flight - signals.slots))
+    held, grown_at = released.held, released.grown_at
+    if held is None or grown_at is None or now - grown_at < BOOT_HORIZON:
+        return bound
+    if counts and seen is not None:
+        bound = min(bound, max(0, seen - held))
+    slots = spec.worker_concurrency
+    if seen is None and signals.depth and in_flight is not None and slots:
+        bound = min(bound, max(0, in_flight - held * slots))
+    return bound
+
+
+def drain_horizon(spec: TriggerSpec) -> float:
+    """How long a pod let go may drain, where the broker cannot show it: ``DRAIN_HORIZON``, or
+    ``DRAIN_JOBS`` times the mean job the trigger gives (``jobDuration``) where longer."""
+    if spec.worker_throughput and spec.worker_concurrency:
+        job = spec.worker_concurrency / spec.worker_throughput
+        return max(DRAIN_HORIZON, DRAIN_JOBS * job)
+    return DRAIN_HORIZON
+
+
+def room(released: Released, ceiling: int, last: int | None) -> int:
+    """The most workers to answer beside those that may drain, never under the previous
+    answer (a scale-in would let more go)."""
+    return max(min(last or 0, ceiling), ceiling - released.workers)
+
+
+def after_answer(released: Released, desired: int, now: float, seen: int | None) -> Released:
+    """``released`` once ``desired`` is answered at ``now``: the HPA's window without the
+    answers it no longer holds, and what it may have let go since (before any answer, the
+    workers the broker shows, ``seen``, are what it holds)."""
+    answers = list(released.answers)
+    if not answers and seen is not None:
+        answers = [(now, seen)]
+    before = answers[0][1] if answers else 0
+    answers = [(when, count) for when, count in answers if now - when <= HPA_STABILIZATION]
+    while answers and answers[-1][1] <= desired:
+        answers.pop()
+    answers.append((now, desired))
+    drop = before - answers[0][1]
+    grown_at = now if drop < 0 or released.grown_at is None else released.grown_at
+    if drop <= 0:
+        return replace(released, answers=tuple(answers), grown_at=grown_at)
+    floor = released.ready_floor
+    return Released(
+        entries=(*released.entries, (now, drop)),
+        answers=tuple(answers),
+        ready_floor=None if floor is None else max(0, floor - drop),
+        grown_at=grown_at,
+    )
