@@ -30,7 +30,6 @@ from typing import Any
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.driver_info import DriverInfo
 from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
@@ -56,6 +55,7 @@ from brokers.errors import (
 )
 from brokers.redis_batch import Command as Command  # the adapters name it from here
 from brokers.redis_batch import RedisBatcher
+from brokers.redis_url import driver_info
 from brokers.shared import SharedByKey
 
 SOCKET_TIMEOUT = 2.0
@@ -90,10 +90,6 @@ _FIRST_CALL = re.compile(r"redis\.call\('([A-Z]+)'")
 #: the code word of an error reply (``LOADING``, ``BUSY``...), the only part shown to clients
 _CODE_WORD = re.compile(r"[A-Z]{2,20}")
 
-#: what every connection tells Redis about its library (CLIENT SETINFO), worked out once: by
-#: default redis-py reads its own package metadata from disk for each new connection
-_DRIVER = DriverInfo()
-
 
 @dataclass(frozen=True, slots=True)
 class _Client:
@@ -120,7 +116,7 @@ def _open_client(url: str, connections: Connections) -> _Client:
         # one immediate retry on a broken connection (after a Redis restart, say);
         # none on a timeout, so a hung server fails within SOCKET_TIMEOUT
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        driver_info=_DRIVER,
+        driver_info=driver_info(),
     )
     client = Redis.from_pool(pool)  # closing the client closes its pool
     traffic = connections.traffic(url)

@@ -22,6 +22,7 @@ from brokers.suggest import nearest
 
 if TYPE_CHECKING:  # redis-py is imported when a Redis URL is first checked, not before
     from redis.asyncio.connection import AbstractConnection
+    from redis.driver_info import DriverInfo
 
 #: query options whose text redis-py hands to its connection as is; it converts those in
 #: ``redis.asyncio.connection.URL_QUERY_ARGUMENT_PARSERS``, and the other arguments of a
@@ -118,6 +119,16 @@ class _RedisUrl:
         return ValueError(f"{message}{f' ({PERCENT_ENCODE})' if self.hidden else ''}")
 
 
+@functools.cache
+def driver_info() -> DriverInfo:
+    """What every connection tells Redis about its library (CLIENT SETINFO), worked out once:
+    by default redis-py reads its own package metadata from disk for each connection it makes,
+    the check of each new trigger's URL included."""
+    from redis.driver_info import DriverInfo
+
+    return DriverInfo()
+
+
 def check_redis_url(url: str, parts: SplitResult) -> None:
     """Refuse, now, a Redis URL that redis-py would refuse (or misread) at every sample: raises
     ValueError saying which part is wrong and how to fix it, never showing the password."""
@@ -154,7 +165,7 @@ def _redis_py_refusal(url: str) -> str | None:
 
     try:
         redis_parse_url(url)
-        pool = ConnectionPool.from_url(url)
+        pool = ConnectionPool.from_url(url, driver_info=driver_info())
         pool.make_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
     except (RedisError, TypeError, ValueError) as error:
         return str(error)

@@ -1121,3 +1121,23 @@ def test_unknown_connection_profile_says_how_names_match() -> None:
     err = _invalid({"connection": "orders-rabbit", "queue": "q"}, profiles=PROFILES)
     assert "main" not in str(err)
     assert "whatever their case, with '-', '.' and '_' alike" in str(err)
+
+
+def test_parsing_redis_urls_reads_redis_pys_package_metadata_at_most_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # redis-py reads its version from its installed metadata (a file on disk) for each
+    # connection it makes unless told it; the check of each new trigger's URL makes one
+    import importlib.metadata
+
+    reads: list[str] = []
+    read = importlib.metadata.version
+
+    def counted(name: str) -> str:
+        reads.append(name)
+        return read(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", counted)
+    for n in range(20):
+        parse_metadata({**SIDEKIQ, "url": f"redis://127.0.0.1:{6000 + n}/0", "queue": f"q{n}"})
+    assert reads.count("redis") <= 1
