@@ -277,6 +277,12 @@ class Sampler:
         if not self._history:
             detail = f": {self.last_error}" if self.last_error else ""
             raise SampleStale(f"no sample of {self.source.describe()} yet{detail}")
+        if self.last_error is not None and self.urgency.read_on_ask:
+            # near its target the answer needs a fresh read, and the newest read failed: an
+            # outage, not a queue that stood still since its last sample
+            raise SampleStale(
+                f"the newest read of {self.source.describe()} failed: {self.last_error}"
+            )
         if self._too_old():
             age = time.monotonic() - self._last_success
             detail = f"; last error: {self.last_error}" if self.last_error else ""
