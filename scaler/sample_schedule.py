@@ -36,8 +36,10 @@ not enough, up to :data:`BUDGET_MAX_INTERVAL`.
 ``STALE_AFTER_INTERVALS`` times the interval the scheduler planned after it (or the one in force
 now, if longer), never the configured minimum.
 
-While the queue's broker fails, the pause between samples doubles per failure in a row, up to
-``BACKOFF_CAP`` (never shorter than the interval), and is back to the interval after a success.
+While the queue's broker fails, the pause between samples doubles per failure in a row from the
+fast interval (whatever the queue had relaxed to), up to ``BACKOFF_CAP``, and is back to the
+interval after a success; until then the newest sample is judged by the fast interval too, so a
+failed read of an idle queue is an error within seconds, not after three slow intervals.
 """
 
 from __future__ import annotations

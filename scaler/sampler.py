@@ -333,8 +333,20 @@ class Sampler:
     def _stale_interval(self) -> float:
         """The interval a sample's age is judged by: the one planned after the newest sample,
         or the one in force now if longer (a budget that stretched it), never the configured
-        minimum alone."""
+        minimum alone. Once a read has failed, the queue's quiet is no longer known: the newest
+        sample is judged by the interval retries start from (the fast one), so an idle queue
+        relaxed to the slow bound does not answer a sample from before an outage for minutes."""
+        if self.last_error is not None:
+            return self._retry_interval(time.monotonic())
         return max(self._planned, self.actual_interval)
+
+    def _retry_interval(self, now: float) -> float:
+        """The interval a failing source's back-off starts from: the fast interval (no shorter
+        than its broker's budget allows), whatever the queue had relaxed to."""
+        fast = self._fast(now)
+        if self._pacer is not None:
+            fast = max(fast, self._pacer.floor(self, now, self._urgency_now(now)))
+        return fast
 
     def _due_within(self, seconds: float) -> bool:
         """A sample is under way, or the next one is due within ``seconds``."""
@@ -345,7 +357,10 @@ class Sampler:
         """The pause from one sample's start to the next's, as things stand now: never shorter
         than the fast interval, nor longer than the interval in force (or the back-off)."""
         now = time.monotonic()
-        pause = pause_after(self._actual(now), self.failures)
+        if self.failures:
+            pause = pause_after(self._retry_interval(now), self.failures)
+        else:
+            pause = self._actual(now)
         return max(self._fast(now), pause * self._jitter)
 
     def _fast(self, now: float) -> float:

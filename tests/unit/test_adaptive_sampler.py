@@ -14,6 +14,7 @@ import pytest
 
 from brokers.base import Precision, QueueSnapshot, QueueSource
 from brokers.connections import Connections, Traffic
+from brokers.errors import BrokerUnreachable
 from brokers.formats import End
 from brokers.redis_options import ListLayout
 from scaler import sampler as sampler_module
@@ -54,11 +55,16 @@ class Queue:
         self.toggle = False  # the depth alternates 0 / 10 at every sample
         self.hang = asyncio.Event()
         self.hang.set()
+        self.down = False  # the broker refuses every sample
         self.samples: list[float] = []
+        self.failures: list[float] = []
         self._traffic = traffic
 
     async def sample(self) -> QueueSnapshot:
         await self.hang.wait()
+        if self.down:
+            self.failures.append(time.monotonic())
+            raise BrokerUnreachable("fake", self.queue, detail="connection refused")
         self.samples.append(time.monotonic())
         self._traffic.add(commands=COMMANDS, round_trips=1)
         if self.toggle:
@@ -177,7 +183,11 @@ async def test_kedas_ask_after_a_pause_makes_the_queue_fast_for_a_while(
         await samplers.aclose()
 
 
-async def test_staleness_follows_the_interval_in_force_not_the_configured_one() -> None:
+async def test_staleness_follows_the_interval_in_force_not_the_configured_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the hanging sample times out after 5 s: until then no read has failed
+    monkeypatch.setattr(sampler_module, "MIN_SAMPLE_TIMEOUT", 5.0)
     queues = Queues()
     samplers = registry(queues)
     try:
@@ -194,6 +204,39 @@ async def test_staleness_follows_the_interval_in_force_not_the_configured_one() 
         await asyncio.sleep(max(0.0, newest + 3.0 - time.monotonic()))
         with pytest.raises(SampleStale, match=r"more than 3 sample intervals of 0\.8s"):
             await sampler.history(first_timeout=0.0)
+    finally:
+        queues.by_name["q"].hang.set()
+        await samplers.aclose()
+
+
+async def test_a_failed_read_judges_the_newest_sample_by_the_fast_interval() -> None:
+    queues = Queues()
+    samplers = registry(queues)
+    try:
+        sampler = samplers.get(spec())
+        await asyncio.sleep(2.5)
+        assert sampler.actual_interval == SLOW  # idle: relaxed to the slow bound
+        queue = queues.by_name["q"]
+        queue.down = True
+        newest = queue.samples[-1]
+        while not queue.failures:
+            await asyncio.sleep(0.02)
+        failed_at = queue.failures[0]
+        # before the outage, 3 x 0.8 s would have answered this sample up to 2.4 s old; once a
+        # read failed, its quiet is unknown: 3 x the fast 0.1 s
+        assert failed_at - newest >= 3 * FAST
+        with pytest.raises(SampleStale, match=r"more than 3 sample intervals of 0\.1s.*refused"):
+            await sampler.history(first_timeout=0.0)
+        # the back-off starts from the fast interval, not from the relaxed one
+        while len(queue.failures) < 3:
+            await asyncio.sleep(0.02)
+        assert queue.failures[1] - queue.failures[0] < SLOW
+        queue.down = False
+        recovered = time.monotonic()
+        while queue.since(recovered) == 0:
+            await asyncio.sleep(0.02)
+        history = await sampler.history(first_timeout=0.0)
+        assert history[-1].observed_at >= time.time() - 1.0
     finally:
         queues.by_name["q"].hang.set()
         await samplers.aclose()
