@@ -1,7 +1,8 @@
-"""Sidekiq's, RQ's and Dramatiq's worker figures against the truth, with real worker processes:
-Sidekiq (Debian's ruby-sidekiq, ``TimedJob`` in tests/clients/sidekiq_jobs.rb), RQ (``rq
-worker``, the package in the venv) and Dramatiq (the ``dramatiq`` command running
-``benchmarks/dramatiq_jobs.py``).
+"""Sidekiq's, RQ's, Dramatiq's and Resque's worker figures against the truth, with worker
+processes: Sidekiq (Debian's ruby-sidekiq, ``TimedJob`` in tests/clients/sidekiq_jobs.rb), RQ
+(``rq worker``, the package in the venv), Dramatiq (the ``dramatiq`` command running
+``benchmarks/dramatiq_jobs.py``) and Resque (four processes writing what Resque 3.0's workers
+write, ``benchmarks/resque_worker.py``: no Ruby Resque is installable here).
 
 For each library and load, jobs are pushed (Sidekiq: its JSON payload, ``LPUSH queue:<q>`` and
 ``SADD queues``, as its client writes them; RQ: ``rq.Queue.enqueue``; Dramatiq:
@@ -27,7 +28,7 @@ started and finished, and in which process. The scaler's adapter samples the que
 - completion rate over 10 s against the jobs finished in those 10 s (goal: within 10%);
 - the share of samples whose counts were flagged exact.
 
-Run: ``.venv/bin/python -m benchmarks.accuracy_workers [--libraries sidekiq,rq,dramatiq]
+Run: ``.venv/bin/python -m benchmarks.accuracy_workers [--libraries sidekiq,rq,dramatiq,resque]
 [--loads steady,bursty,keeping-up] [--seconds 40] [--interval 1]`` (needs ``scripts/clients``
 for Sidekiq; starts its own redis-server).
 """
@@ -70,6 +71,7 @@ RATE_WINDOW = 10.0
 SIDEKIQ_THREADS = (2, 3)
 RQ_WORKERS = 4
 DRAMATIQ_PROCESSES, DRAMATIQ_THREADS = 2, 2
+RESQUE_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,35 @@ class Dramatiq(Library):
         self.broker.close()
 
 
+class Resque(Library):
+    """Four workers writing what Resque 3.0's write (``benchmarks/resque_worker.py``: no Ruby
+    Resque is installable here), a job at a time each."""
+
+    name, takes = "resque", False
+    processes = slots = RESQUE_WORKERS
+
+    def push(self) -> str:
+        job = uuid.uuid4().hex
+        payload = {"class": "TimedJob", "args": [job, self.ms]}
+        self.client.rpush(f"resque:queue:{self.queue}", json.dumps(payload))
+        return job
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "benchmarks.resque_worker", self.url, self.queue]
+        self.workers = [
+            subprocess.Popen(
+                [*command, str(self.ms)],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(RESQUE_WORKERS)
+        ]
+
+    def stop(self) -> None:
+        _terminate(self.workers)
+
+
 def _never_run(job: str, ms: int) -> None:
     """The producer's side of ``benchmarks.dramatiq_jobs.timed_job`` (the workers run theirs)."""
 
@@ -312,7 +343,12 @@ def _terminate(workers: list[subprocess.Popen[bytes]]) -> None:
             worker.wait()
 
 
-LIBRARIES: dict[str, type[Library]] = {"sidekiq": Sidekiq, "rq": RQ, "dramatiq": Dramatiq}
+LIBRARIES: dict[str, type[Library]] = {
+    "sidekiq": Sidekiq,
+    "rq": RQ,
+    "dramatiq": Dramatiq,
+    "resque": Resque,
+}
 
 
 @dataclass

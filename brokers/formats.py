@@ -92,7 +92,7 @@ FORMATS: dict[str, FormatInfo] = {
         # flight from the worker registry (brokers/redis_resque.py)
         _list(
             "resque", "resque", End.HEAD, True, True,
-            "Resque (Ruby): resque:queue:<name>, workers and in flight from the registry",
+            "Resque (Ruby): resque:queue:<name>, workers, in flight and counts from the registry",
             "brokers.redis_resque:ResqueAdapter", resque_model,
         ),
         # Huey (RedisHuey): LPUSH huey.redis.<name>, BRPOP; oldest at -1; pickled, no enqueue time

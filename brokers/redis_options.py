@@ -190,8 +190,15 @@ def rq_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
 
 
 def resque_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
-    """Resque as its adapter reads it: a list without times; the workers' job slots."""
-    return replace(list_model(info, source), reports_slots=True)
+    """Resque as its adapter reads it: a list without times; exact counts from the workers'
+    ``stat:processed:<id>`` while any is registered (else the list marker's); the workers' job
+    slots."""
+    return replace(
+        list_model(info, source),
+        counts_source="resque-worker-counters",
+        counters_need_workers=True,
+        reports_slots=True,
+    )
 
 
 def bullmq_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:

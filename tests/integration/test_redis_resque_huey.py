@@ -154,6 +154,67 @@ async def test_resque_workers_and_in_flight_from_the_worker_registry(
     assert snapshot.consumers == 3 and snapshot.in_flight == 2
 
 
+async def test_resque_counts_from_the_workers_counters_however_often_the_list_empties(
+    r: aioredis.Redis, token: str, open_queue: Callable[..., QueueAdapter]
+) -> None:
+    """Jobs pushed and taken between two samples, the list empty at both, counted from what
+    Resque 3.0 writes as a job starts (``working_on``) and ends (``done_working``'s pipeline:
+    ``DEL worker:<id>``, ``INCRBY stat:processed 1``, ``INCRBY stat:processed:<id> 1``)."""
+    ns, queue = f"qas-{token}", "images"
+    beat = datetime.now(UTC).isoformat(timespec="seconds")
+    alone, other, shared = "web-1:101:images", "web-1:102:mail", "web-2:201:images,mail"
+    for id_ in (alone, other, shared):
+        await r.sadd(f"{ns}:workers", id_)
+        await r.hset(f"{ns}:workers:heartbeat", id_, beat)
+
+    async def take(worker: str, queue_name: str) -> None:
+        assert await r.lpop(f"{ns}:queue:{queue_name}") is not None
+        work = {"queue": queue_name, "run_at": beat, "payload": json.loads(resque_job())}
+        await r.set(f"{ns}:worker:{worker}", json.dumps(work, separators=(",", ":")))
+
+    async def end(worker: str) -> None:
+        async with r.pipeline(transaction=False) as pipe:
+            pipe.delete(f"{ns}:worker:{worker}")
+            pipe.incrby(f"{ns}:stat:processed", 1)
+            pipe.incrby(f"{ns}:stat:processed:{worker}", 1)
+            await pipe.execute()
+
+    adapter = open_queue("resque", queue, keyPrefix=ns)
+    first = await adapter.sample()
+    for _ in range(5):  # pushed and done: the list is empty again
+        await r.rpush(f"{ns}:queue:{queue}", resque_job())
+        await take(alone, queue)
+        await end(alone)
+    await r.rpush(f"{ns}:queue:{queue}", resque_job())
+    await take(alone, queue)  # running at the sample
+    await r.rpush(f"{ns}:queue:mail", resque_job())
+    await take(other, "mail")  # another queue's worker: its jobs are not this queue's
+    await end(other)
+    second = await adapter.sample()
+    assert second.depth == 0 and second.in_flight == 1
+    assert second.counts_source == "resque-worker-counters" and second.counts_exact
+    assert second.arrivals_total is not None and first.arrivals_total is not None
+    assert second.completions_total is not None and first.completions_total is not None
+    assert second.arrivals_total - first.arrivals_total == 6
+    assert second.completions_total - first.completions_total == 5
+
+    await end(alone)
+    await r.rpush(f"{ns}:queue:{queue}", resque_job())
+    await take(shared, queue)
+    await end(shared)  # a worker of two queues ended a job: whose, Resque does not say
+    third = await adapter.sample()
+    assert third.counts_source != "resque-worker-counters"
+
+    await r.rpush(f"{ns}:queue:{queue}", resque_job(), resque_job())
+    await take(alone, queue)
+    await end(alone)
+    # the worker ends a job and unregisters before the next sample: its counter goes with it
+    await r.delete(f"{ns}:stat:processed:{alone}")
+    fourth = await adapter.sample()
+    assert fourth.depth == 1
+    assert fourth.counts_source == "resque-worker-counters" and not fourth.counts_exact
+
+
 async def test_resque_steady_traffic_counts_are_exact(
     r: aioredis.Redis,
     sync_redis: redis.Redis,
