@@ -321,10 +321,7 @@ class Sampler:
         if self.last_error is not None:
             return False
         now = time.monotonic()
-        fresh_for = self._fast(now)
-        if self._pacer is not None:
-            fresh_for = max(fresh_for, self._pacer.floor(self, now, self.urgency))
-        return self._sampling or now - self._last_success > fresh_for
+        return self._sampling or now - self._last_success > self._paced_fast(now)
 
     def _too_old(self) -> bool:
         age = time.monotonic() - self._last_success
@@ -337,12 +334,13 @@ class Sampler:
         sample is judged by the interval retries start from (the fast one), so an idle queue
         relaxed to the slow bound does not answer a sample from before an outage for minutes."""
         if self.last_error is not None:
-            return self._retry_interval(time.monotonic())
+            return self._paced_fast(time.monotonic())
         return max(self._planned, self.actual_interval)
 
-    def _retry_interval(self, now: float) -> float:
-        """The interval a failing source's back-off starts from: the fast interval (no shorter
-        than its broker's budget allows), whatever the queue had relaxed to."""
+    def _paced_fast(self, now: float) -> float:
+        """The fast interval, no shorter than its broker's budget allows: how fresh a queue
+        read on KEDA's ask must be, and where a failing source's back-off starts, whatever the
+        queue had relaxed to."""
         fast = self._fast(now)
         if self._pacer is not None:
             fast = max(fast, self._pacer.floor(self, now, self._urgency_now(now)))
@@ -358,7 +356,7 @@ class Sampler:
         than the fast interval, nor longer than the interval in force (or the back-off)."""
         now = time.monotonic()
         if self.failures:
-            pause = pause_after(self._retry_interval(now), self.failures)
+            pause = pause_after(self._paced_fast(now), self.failures)
         else:
             pause = self._actual(now)
         return max(self._fast(now), pause * self._jitter)
