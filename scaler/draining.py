@@ -34,6 +34,13 @@ DRAIN_JOBS = 10.0
 #: a pod added this long ago has booted: where the consumers count draining workers and the
 #: HPA's replicas have not grown for this long, those seen beyond them drain
 BOOT_HORIZON = 300.0
+#: the HPA's default tolerance: it leaves the replicas as they are while the answer is within
+#: 10% of them, so it may run fewer than the answer it holds (:func:`held_up`)
+HPA_TOLERANCE = 0.1
+#: KEDA's default ``cooldownPeriod`` (300 s) less its default polling interval (30 s): it
+#: counts the cooldown from the last poll that saw the trigger active, which may come a poll
+#: before the first inactive answer; after it KEDA may scale the Deployment to zero
+KEDA_COOLDOWN = 270.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +55,8 @@ class Released:
     ready_floor: int | None = None
     #: when the replicas the HPA may hold last grew
     grown_at: float | None = None
+    #: since when every answer has been inactive (KEDA counts its cooldown from then)
+    inactive_since: float | None = None
 
     @property
     def workers(self) -> int:
@@ -102,7 +111,7 @@ def draining_at_most(
     at least one job: no more than the jobs in flight. Where the consumers count draining
     workers: no more than those above the floor of the workers that take jobs, and once the
     HPA's replicas have not grown for ``BOOT_HORIZON`` (every pod it holds is up), no more
-    than the consumers beyond them. While jobs wait every slot of a worker that takes jobs is
+    than the consumers beyond the fewest it may run (:func:`held_up`). While jobs wait every slot of a worker that takes jobs is
     busy, so only the jobs in flight beyond those slots run on draining workers: the slots the
     library records where its consumers leave draining workers out (a quiet Sidekiq process),
     or, where it shows no workers, those of the replicas the HPA holds once they are up."""
@@ -116,12 +125,34 @@ def draining_at_most(
     held, grown_at = released.held, released.grown_at
     if held is None or grown_at is None or now - grown_at < BOOT_HORIZON:
         return bound
+    running = held_up(held)
     if counts and seen is not None:
-        bound = min(bound, max(0, seen - held))
+        bound = min(bound, max(0, seen - running))
     slots = spec.worker_concurrency
     if seen is None and signals.depth and in_flight is not None and slots:
-        bound = min(bound, max(0, in_flight - held * slots))
+        bound = min(bound, max(0, in_flight - running * slots))
     return bound
+
+
+def held_up(held: int) -> int:
+    """The fewest replicas the HPA may run while it holds an answer of ``held``: within its
+    tolerance of the answer it does not scale (``HPA_TOLERANCE``)."""
+    return math.ceil(held / (1 + HPA_TOLERANCE) - 1e-9)
+
+
+def likely_draining(
+    released: Released, signals: QueueSignals, spec: TriggerSpec, now: float
+) -> int:
+    """Of the workers that may drain (``released``, settled), those that likely still do: all
+    of them where the broker shows the jobs that run (:func:`settle` lets them go once those
+    stop); where it does not, only those let go within ``DRAIN_JOBS`` mean jobs (the trigger's
+    ``jobDuration``; none without it), since :func:`drain_horizon`'s floor is a guess."""
+    if signals.in_flight is not None:
+        return released.workers
+    if not (spec.worker_throughput and spec.worker_concurrency):
+        return 0
+    likely = DRAIN_JOBS * spec.worker_concurrency / spec.worker_throughput
+    return sum(count for when, count in released.entries if now - when < likely)
 
 
 def drain_horizon(spec: TriggerSpec) -> float:
@@ -139,26 +170,38 @@ def room(released: Released, ceiling: int, last: int | None) -> int:
     return max(min(last or 0, ceiling), ceiling - released.workers)
 
 
-def after_answer(released: Released, desired: int, now: float, seen: int | None) -> Released:
-    """``released`` once ``desired`` is answered at ``now``: the HPA's window without the
-    answers it no longer holds, and what it may have let go since (before any answer, the
-    workers the broker shows, ``seen``, are what it holds)."""
+def after_answer(
+    released: Released, desired: int, now: float, seen: int | None, inactive: bool = False
+) -> Released:
+    """``released`` once ``desired`` is answered at ``now``, ``inactive`` or not: the HPA's
+    window without the answers it no longer holds, and what it may have let go since (before
+    any answer, the workers the broker shows, ``seen``, are what it holds). Once the answers
+    have been inactive for ``KEDA_COOLDOWN``, KEDA may have scaled the Deployment to zero past
+    the HPA's window: every replica the window holds may go, whatever the answer."""
     answers = list(released.answers)
     if not answers and seen is not None:
         answers = [(now, seen)]
     before = answers[0][1] if answers else 0
     answers = [(when, count) for when, count in answers if now - when <= HPA_STABILIZATION]
+    since = (
+        (released.inactive_since if released.inactive_since is not None else now)
+        if inactive
+        else None
+    )
+    if since is not None and now - since >= KEDA_COOLDOWN:
+        answers, desired = [], 0
     while answers and answers[-1][1] <= desired:
         answers.pop()
     answers.append((now, desired))
     drop = before - answers[0][1]
     grown_at = now if drop < 0 or released.grown_at is None else released.grown_at
     if drop <= 0:
-        return replace(released, answers=tuple(answers), grown_at=grown_at)
+        return replace(released, answers=tuple(answers), grown_at=grown_at, inactive_since=since)
     floor = released.ready_floor
     return Released(
         entries=(*released.entries, (now, drop)),
         answers=tuple(answers),
         ready_floor=None if floor is None else max(0, floor - drop),
         grown_at=grown_at,
+        inactive_since=since,
     )

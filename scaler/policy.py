@@ -18,6 +18,8 @@ from scaler.draining import (
     NONE_RELEASED,
     Released,
     after_answer,
+    held_up,
+    likely_draining,
     room,
     settle,
 )
@@ -203,18 +205,14 @@ def decide(
         desired, reason = ceiling, Reason.CLAMPED
     released = settle(state.released, signals, spec, now)
     desired, reason = _with_draining(signals, state, released, ceiling, desired, reason)
-    if desired == 0 and reason is not Reason.PAUSED:
+    draining = likely_draining(released, signals, spec, now)
+    active = _active(signals, spec, (desired, reason), ceiling, draining)
+    if desired == 0 and reason not in (Reason.PAUSED, Reason.CLAMPED):
         reason = Reason.IDLE
     if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
         state = _answered(state, desired, now)
-        state = replace(state, released=after_answer(released, desired, now, signals.consumers))
-
-    active = is_active(signals, spec)
-    if signals.paused:  # neither scale a paused queue's workers to zero nor up from zero
-        active = desired > 0
-    if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
-        # jobs may flow unseen: KEDA must not scale to zero while the step-down holds workers
-        active = True
+        let_go = after_answer(released, desired, now, signals.consumers, active is False)
+        state = replace(state, released=let_go)
     decision = Decision(
         desired_workers=desired,
         ceiling=ceiling,
@@ -260,11 +258,36 @@ def _with_draining(
     if ceiling is None or last is None or seen is None or desired <= last:
         return desired, reason
     # the replicas the HPA may still hold after a scale-in are not draining
-    held = max(last, state.peak_desired or 0)
+    held = held_up(max(last, state.peak_desired or 0))
     seen_room = max(min(last, ceiling), ceiling - max(0, seen - held))
     if desired > seen_room:
         return seen_room, Reason.CLAMPED
     return desired, reason
+
+
+def _active(
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    decided: tuple[int, Reason],
+    ceiling: int | None,
+    draining: int,
+) -> bool | None:
+    """IsActive's answer beside the decision (``decided``: the workers and why): :func:`is_active`,
+    except that a paused queue is active while it holds workers (neither scaled to zero nor up
+    from zero), a step-down that holds workers keeps them (jobs may flow unseen), and where
+    the workers that likely drain (``draining``, :func:`scaler.draining.likely_draining`) fill
+    the ceiling the queue is inactive even while jobs wait or run: an active trigger makes
+    KEDA keep one replica, beside those."""
+    desired, reason = decided
+    active = is_active(signals, spec)
+    if signals.paused:
+        return desired > 0
+    if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
+        return True
+    full = ceiling is not None and draining >= ceiling
+    if active and desired == 0 and reason is Reason.CLAMPED and full:
+        return False
+    return active
 
 
 def utilisation(signals: QueueSignals, spec: TriggerSpec) -> float | None:

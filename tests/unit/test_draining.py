@@ -7,11 +7,14 @@ from brokers.base import Precision
 from scaler.draining import (
     BOOT_HORIZON,
     DRAIN_HORIZON,
+    DRAIN_JOBS,
     HPA_STABILIZATION,
+    KEDA_COOLDOWN,
     Released,
     after_answer,
     consumers_count_draining,
     drain_horizon,
+    held_up,
     room,
     settle,
 )
@@ -152,3 +155,64 @@ def test_the_policy_keeps_the_ceiling_beside_the_workers_it_let_go() -> None:
     later = signals_of(depth=5000, at=900.0 + DRAIN_HORIZON)
     decision, _ = decide(later, spec, 900.0 + DRAIN_HORIZON, after)
     assert (decision.desired_workers, decision.reason) == (10, Reason.CLAMPED)
+
+
+def test_inactive_answers_for_keda_s_cooldown_let_every_held_replica_go() -> None:
+    # KEDA scales to zero after its cooldown, past the HPA's window that still holds 5
+    held = answered((0.0, 5))
+    quiet = after_answer(held, 0, 10.0, None, inactive=True)
+    assert (quiet.held, quiet.entries, quiet.inactive_since) == (5, (), 10.0)
+    still = after_answer(quiet, 0, 10.0 + KEDA_COOLDOWN - 1, None, inactive=True)
+    assert (still.held, still.entries) == (5, ())
+    gone = after_answer(still, 0, 10.0 + KEDA_COOLDOWN, None, inactive=True)
+    assert (gone.held, gone.entries) == (0, ((10.0 + KEDA_COOLDOWN, 5),))
+    # an inactive answer that asks for workers is scaled to zero all the same
+    asked = after_answer(after_answer(held, 2, 10.0, None, True), 2, 290.0, None, True)
+    assert (asked.held, asked.entries) == (0, ((290.0, 5),))
+    # an active answer within the cooldown: KEDA keeps the Deployment, the count starts again
+    back = after_answer(quiet, 0, 100.0, None, inactive=False)
+    assert back.inactive_since is None
+    again = after_answer(back, 0, 110.0, None, inactive=True)
+    assert after_answer(again, 0, 10.0 + KEDA_COOLDOWN, None, inactive=True).entries == ()
+
+
+def test_within_its_tolerance_the_hpa_may_run_fewer_replicas_than_the_answer_it_holds() -> None:
+    # it runs 11 for an answer of 12 (12/11 is within 10%), but 10 would be scaled up
+    assert [held_up(n) for n in (1, 5, 10, 11, 12, 22)] == [1, 5, 10, 10, 11, 20]
+    spec = spec_of("dramatiq")
+    released = Released(entries=((0.0, 3),), answers=((0.0, 12),), ready_floor=11, grown_at=0.0)
+    # 14 consumers: 11 that take jobs and 3 that drain, not 12 and 2
+    seen = signals_of(depth=9, in_flight=40, consumers=14, at=BOOT_HORIZON)
+    assert settle(released, seen, spec, BOOT_HORIZON).workers == 3
+
+
+def test_workers_that_drain_filling_the_ceiling_make_the_queue_inactive() -> None:
+    # RQ shows its workers: 10 let go still drain under a ceiling of 10. Answering active
+    # would make KEDA keep a replica beside them, so the answer is 0 and inactive
+    spec = spec_of("rq")
+    state = PolicyState(last_desired=0, released=Released(entries=((900.0, 10),), ready_floor=0))
+    full = signals_of(depth=50, in_flight=10, consumers=10, at=1000.0)
+    decision, _ = decide(full, spec, 1000.0, state)
+    assert (decision.desired_workers, decision.reason, decision.active) == (
+        0,
+        Reason.CLAMPED,
+        False,
+    )
+    # once one is gone there is room for one worker: active again
+    fewer = signals_of(depth=50, in_flight=9, consumers=9, at=1001.0)
+    decision, _ = decide(fewer, spec, 1001.0, state)
+    assert (decision.desired_workers, decision.active) == (1, True)
+
+
+def test_where_nothing_shows_what_runs_only_a_recent_release_makes_the_queue_inactive() -> None:
+    # Huey: 10 let go under a ceiling of 10 (2 s jobs). Within DRAIN_JOBS jobs of the release
+    # they likely drain; after that, only the horizon's guess keeps them, which caps the
+    # answer but does not stop KEDA's one replica
+    spec = spec_of("huey")
+    state = PolicyState(last_desired=0, released=Released(entries=((1000.0, 10),)))
+    soon = 1000.0 + DRAIN_JOBS * 2.0 - 1
+    decision, _ = decide(signals_of(depth=50, at=soon), spec, soon, state)
+    assert (decision.desired_workers, decision.active) == (0, False)
+    later = 1000.0 + DRAIN_JOBS * 2.0
+    decision, _ = decide(signals_of(depth=50, at=later), spec, later, state)
+    assert (decision.desired_workers, decision.reason, decision.active) == (0, Reason.CLAMPED, True)
