@@ -23,7 +23,7 @@ CORE_KEYS = frozenset(
         "broker", "connection", "url", "queue", "format", "targetAge", "targetDrainTime",
         "workerThroughput", "jobDuration", "workerConcurrency", "minWorkers", "maxWorkers",
         "dependencies", "metric", "activationAge", "activationDepth", "rateWindow",
-        "sampleInterval", "slowSampleInterval", "learnKnee", "dependencyScope", "dependencyWeight", "queues",
+        "sampleInterval", "slowSampleInterval", "gracePeriod", "learnKnee", "dependencyScope", "dependencyWeight", "queues",
         "queueOrder", "queueTargetAges", "queueJobDurations",
     }
 )  # fmt: skip

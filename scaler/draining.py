@@ -8,8 +8,9 @@ The HPA does not count terminating pods among its replicas, so a scale-up soon a
 adds new pods beside them. Where the broker does not show these workers (Huey, plain lists,
 Celery; a quiet Sidekiq process is not among the consumers), and where it shows them but pods
 still booting hide how many drain, only the answers tell: every drop of the window's largest
-answer is a count of workers that may drain, kept until the broker shows they are gone or,
-where it cannot, for ``DRAIN_HORIZON``.
+answer is a count of workers that may drain, kept until the broker shows they are gone, or
+for the grace period the trigger gives (``gracePeriod``), or, where neither tells, for
+``DRAIN_HORIZON``.
 
 Pure: the state goes in and comes out with each decision.
 """
@@ -34,6 +35,9 @@ DRAIN_JOBS = 10.0
 #: a pod added this long ago has booted: where the consumers count draining workers and the
 #: HPA's replicas have not grown for this long, those seen beyond them drain
 BOOT_HORIZON = 300.0
+#: a pod let go is deleted up to this long after the answer that lets it go: the HPA acts at
+#: its next sync (15 s by default), KEDA's scale to zero at its next poll (30 s)
+DELETE_LAG = 30.0
 #: the HPA's default tolerance: it leaves the replicas as they are while the answer is within
 #: 10% of them, so it may run fewer than the answer it holds (:func:`held_up`)
 HPA_TOLERANCE = 0.1
@@ -84,7 +88,9 @@ def consumers_count_draining(source: QueueSource) -> bool:
 def settle(released: Released, signals: QueueSignals, spec: TriggerSpec, now: float) -> Released:
     """``released`` with what the broker shows now (:func:`draining_at_most`): those let go
     first are taken as gone first; where the broker shows no workers, after
-    :func:`drain_horizon` at the latest."""
+    :func:`drain_horizon` at the latest (where it shows them, a grace period ended by the clock
+    would let them go while the HPA is still about to delete the pods, and the floor of those
+    that take jobs would count them)."""
     entries = list(released.entries)
     if signals.consumers is None:
         horizon = drain_horizon(spec)
@@ -145,10 +151,11 @@ def likely_draining(
 ) -> int:
     """Of the workers that may drain (``released``, settled), those that likely still do: all
     of them where the broker shows the jobs that run (:func:`settle` lets them go once those
-    stop); where it does not, only those let go within ``DRAIN_JOBS`` mean jobs (the trigger's
-    ``jobDuration``; none without it), since :func:`drain_horizon`'s floor is a guess."""
-    if signals.in_flight is not None:
-        return released.workers
+    stop) or where the trigger gives the grace period (:func:`settle` lets them go at its end);
+    elsewhere only those let go within ``DRAIN_JOBS`` mean jobs (the trigger's ``jobDuration``;
+    none without it), since :func:`drain_horizon`'s floor is a guess."""
+    if signals.in_flight is not None or spec.grace_period is not None:
+        return released.workers  # settled by what runs, or by the grace
     if not (spec.worker_throughput and spec.worker_concurrency):
         return 0
     likely = DRAIN_JOBS * spec.worker_concurrency / spec.worker_throughput
@@ -156,8 +163,13 @@ def likely_draining(
 
 
 def drain_horizon(spec: TriggerSpec) -> float:
-    """How long a pod let go may drain, where the broker cannot show it: ``DRAIN_HORIZON``, or
-    ``DRAIN_JOBS`` times the mean job the trigger gives (``jobDuration``) where longer."""
+    """How long a pod let go may drain: the grace period the trigger gives (``gracePeriod``,
+    the Deployment's ``terminationGracePeriodSeconds``: Kubernetes kills the pod then; after
+    ``DELETE_LAG``, since the pod is deleted a little after the answer), else,
+    where the broker cannot show it, ``DRAIN_HORIZON``, or ``DRAIN_JOBS`` times the mean job the
+    trigger gives (``jobDuration``) where longer."""
+    if spec.grace_period is not None:
+        return spec.grace_period + DELETE_LAG
     if spec.worker_throughput and spec.worker_concurrency:
         job = spec.worker_concurrency / spec.worker_throughput
         return max(DRAIN_HORIZON, DRAIN_JOBS * job)

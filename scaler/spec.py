@@ -79,6 +79,7 @@ def parse_metadata(
         rate_window=reader.duration("rateWindow", DEFAULT_RATE_WINDOW, positive=True),
         sample_interval=_parse_sample_interval(reader, bounds),
         slow_sample_interval=_parse_slow_interval(reader),
+        grace_period=_parse_grace_period(reader),
         learn_knee=parse_learn_knee(reader),
         dependency_scope=parse_dependency_scope(reader),
         dependency_weight=_parse_dependency_weight(reader),
@@ -106,6 +107,12 @@ def _parse_slow_interval(reader: MetadataReader) -> float | None:
     if reader.get("slowSampleInterval") is None:
         return None  # the server's --slow-sample-interval
     return reader.duration("slowSampleInterval", 0.0, positive=True)
+
+
+def _parse_grace_period(reader: MetadataReader) -> float | None:
+    if reader.get("gracePeriod") is None:
+        return None
+    return reader.duration("gracePeriod", 0.0)
 
 
 def _parse_sample_interval(reader: MetadataReader, bounds: Bounds) -> float:

@@ -71,6 +71,9 @@ class TriggerSpec:
     #: the longest interval between two samples of the queue while it is idle or steady
     #: (``slowSampleInterval``); None: the server's ``--slow-sample-interval``
     slow_sample_interval: float | None = None
+    #: the workers' Deployment's ``terminationGracePeriodSeconds`` (``gracePeriod``): a pod let
+    #: go stops within it, its jobs done or not; None: not given (see :mod:`scaler.draining`)
+    grace_period: float | None = None
     #: cap the ceiling at the throughput knee learned from the pool (``learnKnee``)
     learn_knee: bool = False
     #: which triggers share the dependencies' limits (``dependencyScope``): None, the default

@@ -103,6 +103,7 @@ _GENERATED: dict[str, dict[str, tuple[Any, bool]]] = {
         "jobDuration": ({"choice": {"exact": 1, "misestimated": 2, "absent": 1}}, False),
         "misestimate": ({"uniform": [-0.3, 0.3]}, False),
         "timestamps": ({"choice": [True, False]}, False),
+        "gracePeriod": ({"choice": {"given": 1, "absent": 1}}, False),
     },
 }
 #: the trigger keys a family of shipped scenarios may draw (each kept from the file if absent)
@@ -356,6 +357,8 @@ def _check_trigger(draws: Draws) -> None:
             check_options(fmt, "trigger.format", simulated)
     if "trigger.jobDuration" in draws:
         check_options(draws["trigger.jobDuration"], "trigger.jobDuration", GIVEN)
+    if "trigger.gracePeriod" in draws:
+        check_options(draws["trigger.gracePeriod"], "trigger.gracePeriod", ("given", "absent"))
     _bounded(draws, "trigger.misestimate", -0.9, 10)
 
 
@@ -449,6 +452,9 @@ def _generated(family: Family, draw: _Drawer, name: str) -> dict[str, Any]:
                 max_replicas = int(values.get("maxReplicaCount", max_replicas))
     document["initialWorkers"] = int(min(initial, ceiling or initial, max_replicas))
     document["trigger"] = _trigger(draw, target, concurrency, mean, dependencies)
+    drain = workers["drain"]
+    if not isinstance(drain, bool) and draw("trigger.gracePeriod") == "given":
+        document["trigger"]["gracePeriod"] = drain  # the Deployment's, as its user knows it
     return document
 
 

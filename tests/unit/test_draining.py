@@ -3,9 +3,12 @@ policy keeps beside them."""
 
 from __future__ import annotations
 
+import pytest
+
 from brokers.base import Precision
 from scaler.draining import (
     BOOT_HORIZON,
+    DELETE_LAG,
     DRAIN_HORIZON,
     DRAIN_JOBS,
     HPA_STABILIZATION,
@@ -18,6 +21,7 @@ from scaler.draining import (
     room,
     settle,
 )
+from scaler.errors import InvalidMetadata
 from scaler.policy import PolicyState, Reason, decide
 from scaler.signals import Figure, QueueSignals
 from scaler.spec import parse_metadata
@@ -216,3 +220,30 @@ def test_where_nothing_shows_what_runs_only_a_recent_release_makes_the_queue_ina
     later = 1000.0 + DRAIN_JOBS * 2.0
     decision, _ = decide(signals_of(depth=50, at=later), spec, later, state)
     assert (decision.desired_workers, decision.reason, decision.active) == (0, Reason.CLAMPED, True)
+
+
+def test_the_grace_period_a_trigger_gives_bounds_the_drain_where_no_workers_show() -> None:
+    # Kubernetes kills a pod its grace period after deleting it: 30 s, not the 10-minute guess
+    spec = spec_of("huey", gracePeriod="30s")
+    assert (spec.grace_period, drain_horizon(spec)) == (30.0, 30.0 + DELETE_LAG)
+    released = Released(entries=((0.0, 3),))
+    quiet = signals_of(depth=0)
+    assert settle(released, quiet, spec, 30.0 + DELETE_LAG - 1).workers == 3
+    assert settle(released, quiet, spec, 30.0 + DELETE_LAG).workers == 0
+    # within it, the pods let go fill a ceiling of 3 (postgres=12/4): inactive, as where jobs show
+    tight = spec_of("huey", gracePeriod="30s", dependencies="postgres=12/4")
+    state = PolicyState(last_desired=0, released=released)
+    decision, _ = decide(signals_of(depth=50, at=40.0), tight, 40.0, state)
+    assert (decision.desired_workers, decision.active) == (0, False)
+    # where the broker shows the workers, they tell when the pods are gone, not the clock
+    rq = spec_of("rq", gracePeriod="30s")
+    held = Released(entries=((0.0, 3),), ready_floor=5)
+    seen = signals_of(depth=0, in_flight=8, consumers=8)
+    assert settle(held, seen, rq, 100.0).workers == 3
+
+
+def test_a_grace_period_is_a_duration_of_zero_or_more() -> None:
+    assert spec_of("huey", gracePeriod="0").grace_period == 0.0
+    assert spec_of("huey").grace_period is None
+    with pytest.raises(InvalidMetadata, match="gracePeriod: got '-5s'; expected a duration"):
+        spec_of("huey", gracePeriod="-5s")
