@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +50,7 @@ from brokers.connections import Connections
 from brokers.payloads import MAX_PAYLOAD_BYTES
 from brokers.redis_connection import Command
 from brokers.redis_registry import RegistryAdapter, RegistryFigures
+from brokers.running_totals import Counted, RunningTotals
 
 #: Resque's prune_interval: heartbeat_interval (60 s) × 5
 PRUNE_INTERVAL = 300.0
@@ -121,7 +122,7 @@ class Counters:
     shared: frozenset[str]
 
 
-def since(before: Counters, after: Counters) -> tuple[int, int, bool] | None:
+def since(before: Counters, after: Counters) -> Counted | None:
     """Arrivals and jobs ended between two readings, and whether both are exact; None where the
     jobs of this queue cannot be told apart (a worker of several queues ended some)."""
     rises: dict[str, int] = {}
@@ -142,7 +143,7 @@ def since(before: Counters, after: Counters) -> tuple[int, int, bool] | None:
     return arrived, done, exact
 
 
-def _counted(before: Counters | None, after: Counters | None) -> tuple[int, int, bool] | None:
+def _counted(before: Counters | None, after: Counters | None) -> Counted | None:
     """The counters' arrivals and jobs ended between two samples, where both read the registry
     and a worker of this queue alone was registered at either."""
     if before is None or after is None or not (before.alone or after.alone):
@@ -157,9 +158,7 @@ class ResqueAdapter(RegistryAdapter):
         super().__init__(source, connections)
         self._last: Counters | None = None
         self._reading: Counters | None = None
-        self._arrivals = self._completions = 0
-        #: the list marker's totals at the last sample
-        self._marker: tuple[int, int] | None = None
+        self._totals = RunningTotals()
 
     def registry_command(self) -> Command:
         keys = (
@@ -200,27 +199,8 @@ class ResqueAdapter(RegistryAdapter):
         snapshot = await super().sample()
         previous, now = self._last, self._reading
         self._last = now
-        marker = self._marker
-        if snapshot.arrivals_total is not None and snapshot.completions_total is not None:
-            self._marker = (snapshot.arrivals_total, snapshot.completions_total)
-        exact, source = snapshot.counts_exact, snapshot.counts_source
-        if marker is not None and self._marker is not None:
-            arrived = self._marker[0] - marker[0]
-            done = self._marker[1] - marker[1]
-            counted = _counted(previous, now)
-            # a worker that came and went unseen: where the marker is exact and counts more
-            # arrivals, its counts stand
-            if counted is not None and not (snapshot.counts_exact and arrived > counted[0]):
-                (arrived, done, exact), source = counted, COUNTS_SOURCE
-            self._arrivals += arrived
-            self._completions += done
-        return replace(
-            snapshot,
-            arrivals_total=self._arrivals,
-            completions_total=self._completions,
-            counts_exact=exact,
-            counts_source=source,
-        )
+        # labelled by the counters only where their counts stand
+        return self._totals.add(snapshot, _counted(previous, now), COUNTS_SOURCE)
 
 
 def _text(raw: bytes | str) -> str:

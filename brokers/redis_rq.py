@@ -40,6 +40,7 @@ from brokers.connections import Connections
 from brokers.redis_connection import Command
 from brokers.redis_options import ListLayout
 from brokers.redis_queues import RedisQueueAdapter
+from brokers.running_totals import Counted, RunningTotals
 
 COUNTS_SOURCE = "rq-worker-counters"
 #: the started registry is read in full below this many entries (else counted alone)
@@ -107,9 +108,7 @@ class RQAdapter:
             f"{queue_key}:intermediate",
         )
         self._last: Counters | None = None
-        self._arrivals = self._completions = 0
-        #: the list marker's totals at the last sample
-        self._marker: tuple[int, int] | None = None
+        self._totals = RunningTotals()
 
     async def sample(self) -> QueueSnapshot:
         previous = self._last
@@ -118,24 +117,9 @@ class RQAdapter:
         script: Command = ("EVAL", COUNTERS_SCRIPT, *args)
         snapshot, (reply,) = await self._list.sample_with([script])
         now = self._last = _counters(reply, self.queue)
-        marker = self._marker
-        if snapshot.arrivals_total is not None and snapshot.completions_total is not None:
-            self._marker = (snapshot.arrivals_total, snapshot.completions_total)
-        exact, source = snapshot.counts_exact, snapshot.counts_source
         counters = now.single_queue and bool(now.ended or known)
-        if counters:
-            source = COUNTS_SOURCE
-        if previous is None or marker is None or self._marker is None:
-            pass  # the first sample: the totals start here
-        else:
-            by_marker = (self._marker[0] - marker[0], self._marker[1] - marker[1])
-            arrived, done = by_marker
-            if counters:
-                arrived, done, exact = _since(previous, now)
-                if snapshot.counts_exact and by_marker[0] > arrived:  # a worker came and went
-                    (arrived, done), exact = by_marker, True  # unseen: the exact marker stands
-            self._arrivals += arrived
-            self._completions += done
+        counted = _since(previous, now) if counters and previous is not None else None
+        snapshot = self._totals.add(snapshot, counted, COUNTS_SOURCE)
         readings = WorkerReadings(
             Reading(source="rq-started+intermediate"),
             Reading(source="rq-workers"),
@@ -147,10 +131,8 @@ class RQAdapter:
             # an RQ worker runs one job at a time (a work horse, or in its own process)
             slots=snapshot.consumers,
             readings=readings,
-            arrivals_total=self._arrivals,
-            completions_total=self._completions,
-            counts_exact=exact,
-            counts_source=source,
+            # labelled by the counters wherever they are read, the marker's counts standing or not
+            counts_source=COUNTS_SOURCE if counters else snapshot.counts_source,
         )
 
     async def aclose(self) -> None:
@@ -170,7 +152,7 @@ def _counters(reply: list[Any], queue: str) -> Counters:
     return Counters(int(length), int(in_flight), ended, single)
 
 
-def _since(before: Counters, after: Counters) -> tuple[int, int, bool]:
+def _since(before: Counters, after: Counters) -> Counted:
     """Arrivals and jobs ended between two readings, and whether both are exact."""
     exact = all(key in after.ended for key in before.ended)  # none vanished unread
     done = 0
