@@ -65,7 +65,7 @@ return {running, holding, still}
 """
 
 
-class DramatiqAdapter(RegistryAdapter):
+class DramatiqAdapter(RegistryAdapter[RegistryFigures]):
     """Samples one Dramatiq queue: its list, then the live brokers' ack sets."""
 
     def __init__(self, source: QueueSource, connections: Connections) -> None:

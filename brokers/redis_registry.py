@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from brokers.base import QueueSnapshot, QueueSource, WorkerReadings
 from brokers.connections import Connections
@@ -34,8 +34,12 @@ class RegistryFigures:
     readings: WorkerReadings = field(default_factory=WorkerReadings)
 
 
-class RegistryAdapter:
-    """Samples the list, then the registry. Subclasses say how to read their registry."""
+FiguresT = TypeVar("FiguresT", bound=RegistryFigures)
+
+
+class RegistryAdapter(Generic[FiguresT]):
+    """Samples the list, then the registry. Subclasses say how to read their registry, and what
+    figures they take from it."""
 
     broker = "redis"
 
@@ -61,35 +65,42 @@ class RegistryAdapter:
         the others' on the same Redis for :data:`MISSING_REUSE` seconds."""
         return None
 
-    def registry_figures(self, reply: list[Any], snapshot: QueueSnapshot) -> RegistryFigures:
+    def registry_figures(self, reply: list[Any], snapshot: QueueSnapshot) -> FiguresT:
         """Workers serving the queue, their job slots and the jobs in flight, from the script's
         (non-empty) reply; ``snapshot`` is the list's, read just before."""
         raise NotImplementedError
 
     async def sample(self) -> QueueSnapshot:
+        snapshot, _ = await self.sample_registry()
+        return snapshot
+
+    async def sample_registry(self) -> tuple[QueueSnapshot, FiguresT | None]:
+        """The sample, and the registry's figures where it was read (None: refused, or no worker
+        registered)."""
         snapshot = await self._list.sample()
         if self._refused:
-            return replace(snapshot, warnings=(*snapshot.warnings, REGISTRY_REFUSED))
+            return replace(snapshot, warnings=(*snapshot.warnings, REGISTRY_REFUSED)), None
         key, now = self.registry_key(), time.monotonic()
         if key is not None and self._redis.seen_missing(key, now, MISSING_REUSE):
-            return snapshot  # no worker registered, as another queue's sample just read
+            return snapshot, None  # no worker registered, as another queue's sample just read
         try:
             (reply,) = await self._redis.execute([self.registry_command()], transaction=False)
         except BrokerRefused:  # the list was read with the same credentials: not the password
             self._refused = True
-            return replace(snapshot, warnings=(*snapshot.warnings, REGISTRY_REFUSED))
+            return replace(snapshot, warnings=(*snapshot.warnings, REGISTRY_REFUSED)), None
         if not reply:  # no worker registered: none runs, or the workers are not the library's
             if key is not None:
                 self._redis.note_missing(key, now)
-            return snapshot
+            return snapshot, None
         figures = self.registry_figures(reply, snapshot)
-        return replace(
+        sampled = replace(
             snapshot,
             consumers=figures.consumers,
             in_flight=figures.in_flight,
             slots=figures.slots,
             readings=figures.readings,
         )
+        return sampled, figures
 
     async def aclose(self) -> None:
         await self._list.aclose()

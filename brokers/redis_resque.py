@@ -151,13 +151,19 @@ def _counted(before: Counters | None, after: Counters | None) -> Counted | None:
     return since(before, after)
 
 
-class ResqueAdapter(RegistryAdapter):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResqueFigures(RegistryFigures):
+    """The registry's figures, with the counters read in the same script."""
+
+    counters: Counters
+
+
+class ResqueAdapter(RegistryAdapter[ResqueFigures]):
     """Samples one Resque queue: its list, then the worker registry and its counters."""
 
     def __init__(self, source: QueueSource, connections: Connections) -> None:
         super().__init__(source, connections)
         self._last: Counters | None = None
-        self._reading: Counters | None = None
         self._totals = RunningTotals()
 
     def registry_command(self) -> Command:
@@ -169,7 +175,7 @@ class ResqueAdapter(RegistryAdapter):
         )
         return ("EVAL", WORKERS_SCRIPT, 4, *keys, self.prefix, self.queue, MAX_PAYLOAD_BYTES)
 
-    def registry_figures(self, reply: list[Any], snapshot: QueueSnapshot) -> RegistryFigures:
+    def registry_figures(self, reply: list[Any], snapshot: QueueSnapshot) -> ResqueFigures:
         now, workers, running = time.time(), 0, 0
         length, total, flat = reply[0], reply[1], reply[2:]
         processed: dict[str, int] = {}
@@ -183,7 +189,7 @@ class ResqueAdapter(RegistryAdapter):
             if alive(_text(raw_beat), now):
                 workers += serves(id_, self.queue)
                 running += int(busy)
-        self._reading = Counters(
+        counters = Counters(
             int(length), running, processed, int(total), frozenset(alone), frozenset(shared)
         )
         # a Resque worker runs one job at a time (it forks a child per job): a slot each
@@ -192,13 +198,12 @@ class ResqueAdapter(RegistryAdapter):
             Reading(source="resque-workers"),
             Reading(source="resque-workers"),
         )
-        return RegistryFigures(workers, running, workers, readings)
+        return ResqueFigures(workers, running, workers, readings, counters=counters)
 
     async def sample(self) -> QueueSnapshot:
-        self._reading = None
-        snapshot = await super().sample()
-        previous, now = self._last, self._reading
-        self._last = now
+        snapshot, figures = await self.sample_registry()
+        previous = self._last
+        self._last = now = figures.counters if figures is not None else None
         # labelled by the counters only where their counts stand
         return self._totals.add(snapshot, _counted(previous, now), COUNTS_SOURCE)
 

@@ -138,7 +138,7 @@ return {processes, slots, shared, running, oldest and tostring(oldest) or ''}
 """
 
 
-class SidekiqAdapter(RegistryAdapter):
+class SidekiqAdapter(RegistryAdapter[RegistryFigures]):
     """Samples one Sidekiq queue: its list, then the process registry."""
 
     def registry_command(self) -> Command:
