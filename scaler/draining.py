@@ -117,8 +117,8 @@ def draining_at_most(
     at least one job: no more than the jobs in flight. Where the consumers count draining
     workers: no more than those above the floor of the workers that take jobs, and once the
     HPA's replicas have not grown for ``BOOT_HORIZON`` (every pod it holds is up), no more
-    than the consumers beyond the fewest it may run (:func:`held_up`). While jobs wait every slot of a worker that takes jobs is
-    busy, so only the jobs in flight beyond those slots run on draining workers: the slots the
+    than the consumers beyond the fewest it may run (:func:`held_up`). While jobs wait every
+    slot of a worker that takes jobs is busy, so only the jobs in flight beyond those slots run on draining workers: the slots the
     library records where its consumers leave draining workers out (a quiet Sidekiq process),
     or, where it shows no workers, those of the replicas the HPA holds once they are up."""
     bound = math.inf if signals.in_flight is None else float(signals.in_flight)
@@ -156,10 +156,10 @@ def likely_draining(
     none without it), since :func:`drain_horizon`'s floor is a guess."""
     if signals.in_flight is not None or spec.grace_period is not None:
         return released.workers  # settled by what runs, or by the grace
-    if not (spec.worker_throughput and spec.worker_concurrency):
+    job = _given_job_seconds(spec)
+    if job is None:
         return 0
-    likely = DRAIN_JOBS * spec.worker_concurrency / spec.worker_throughput
-    return sum(count for when, count in released.entries if now - when < likely)
+    return sum(count for when, count in released.entries if now - when < DRAIN_JOBS * job)
 
 
 def drain_horizon(spec: TriggerSpec) -> float:
@@ -170,10 +170,18 @@ def drain_horizon(spec: TriggerSpec) -> float:
     trigger gives (``jobDuration``) where longer."""
     if spec.grace_period is not None:
         return spec.grace_period + DELETE_LAG
-    if spec.worker_throughput and spec.worker_concurrency:
-        job = spec.worker_concurrency / spec.worker_throughput
+    job = _given_job_seconds(spec)
+    if job is not None:
         return max(DRAIN_HORIZON, DRAIN_JOBS * job)
     return DRAIN_HORIZON
+
+
+def _given_job_seconds(spec: TriggerSpec) -> float | None:
+    """The mean job the trigger gives (``jobDuration``, or ``workerConcurrency`` over
+    ``workerThroughput``); None where it gives neither."""
+    if spec.worker_throughput and spec.worker_concurrency:
+        return spec.worker_concurrency / spec.worker_throughput
+    return None
 
 
 def room(released: Released, ceiling: int, last: int | None) -> int:
@@ -195,11 +203,9 @@ def after_answer(
         answers = [(now, seen)]
     before = answers[0][1] if answers else 0
     answers = [(when, count) for when, count in answers if now - when <= HPA_STABILIZATION]
-    since = (
-        (released.inactive_since if released.inactive_since is not None else now)
-        if inactive
-        else None
-    )
+    since = None
+    if inactive:
+        since = now if released.inactive_since is None else released.inactive_since
     if since is not None and now - since >= KEDA_COOLDOWN:
         answers, desired = [], 0
     while answers and answers[-1][1] <= desired:
