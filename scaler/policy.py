@@ -54,6 +54,11 @@ STEP_RATIO = 1.5
 #: ... and its excess over the window's rate is at least this many Poisson standard deviations
 #: of the arrivals the window's rate expects in the fast rate's span
 STEP_SIGMAS = 4.0
+#: where the broker shows the workers and what runs, the flow is sized for the slots busy this
+#: far ahead (see :func:`_horizon_busy`): this share of the target age ...
+HORIZON_SHARE = 0.5
+#: ... and at least this many seconds (a scale-up's poll, HPA sync and boot)
+HORIZON_FLOOR = 60.0
 
 
 class Reason(enum.StrEnum):
@@ -431,7 +436,8 @@ def _needed(
     reason = Reason.LEARNING_THROUGHPUT
     if throughput:
         # a lower-bound arrival rate is used as it stands: the need is then "at least" this
-        keep_up = _future_arrival_rate(signals) / throughput
+        steady = _future_arrival_rate(signals) / throughput
+        keep_up = _horizon_busy(signals, spec, throughput, steady)
         drain = depth / _drain_seconds(spec, throughput) / throughput
         needed = keep_up + drain
         reason = Reason.DRAINING_BACKLOG if drain > keep_up else Reason.KEEPING_UP
@@ -444,6 +450,27 @@ def _needed(
     if busy is not None and (needed is None or busy > needed):
         needed, reason = busy, Reason.KEEPING_UP
     return needed, reason
+
+
+def _horizon_busy(
+    signals: QueueSignals, spec: TriggerSpec, throughput: float, steady: float
+) -> float:
+    """The workers busy one horizon ahead, where the broker shows the workers and the jobs that
+    run: those running now that are still running then, plus the steady-state need (``steady``,
+    the flow's rate times the job time, Little's law) for the rest; for exponential job times,
+    ``running·e^(-h/T) + steady·(1-e^(-h/T))``. Short jobs (T much shorter than the horizon h)
+    give the steady need; long jobs give the running ones and what arrives within h, not the
+    whole job time's worth of arrivals at once: one arrival in the rate window of a 10-minute
+    job reads as ten workers' flow, most of which a later answer can add as the jobs come.
+    Where workers or what runs are not shown (Celery's early acks hide running tasks), or the
+    job time is not known, the steady need."""
+    if signals.in_flight is None or not signals.consumers or not spec.worker_concurrency:
+        return steady
+    job_seconds = spec.worker_concurrency / throughput
+    running = _busy_workers(signals, spec, signals.in_flight) or 0.0
+    horizon = max(HORIZON_SHARE * spec.target_age, HORIZON_FLOOR)
+    decay = math.exp(-horizon / job_seconds)
+    return running * decay + steady * (1 - decay)
 
 
 def _drain_seconds(spec: TriggerSpec, throughput: float) -> float:

@@ -1121,3 +1121,24 @@ def test_patience_reads_the_longer_of_the_given_and_the_learned_job_time() -> No
     decision, _ = run(short, young, shorter)
     assert decision.throughput == pytest.approx(4 / 5.0)
     assert decision.desired_workers == 3
+
+
+def test_long_jobs_are_sized_for_what_runs_and_what_arrives_within_the_horizon() -> None:
+    """One arrival in a 60 s window of 540 s jobs reads as a flow of 9 busy workers (Little's
+    law). Where the workers and what runs are shown, the need is what runs still then plus
+    the flow over the horizon (max(60 s, half the 120 s target)): 1·e^(-1/9) + 9·(1-e^(-1/9))."""
+    spec = spec_of(jobDuration="540", workerConcurrency="1", targetAge="120")
+    seen = signals_of(depth=0, in_flight=1, consumers=8, arrivals=1 / 60, completions=0.0)
+    decision, _ = decide(seen, spec, NOW, PolicyState())
+    decay = math.exp(-60 / 540)
+    assert decision.needed == pytest.approx(1 * decay + 9 * (1 - decay))
+    assert decision.desired_workers == 2
+    # where the workers are not shown, nothing says what runs: the flow's steady need
+    unseen = replace(seen, consumers=None)
+    decision, _ = decide(unseen, spec, NOW, PolicyState())
+    assert decision.needed == pytest.approx(9.0)
+    # short jobs: the horizon covers many job times, and the steady need stands
+    short = spec_of(jobDuration="0.5", workerConcurrency="1", targetAge="120")
+    busy = signals_of(depth=0, in_flight=3, consumers=8, arrivals=10.0, completions=10.0)
+    decision, _ = decide(busy, short, NOW, PolicyState())
+    assert decision.needed == pytest.approx(5.0)
