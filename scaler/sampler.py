@@ -58,6 +58,9 @@ from scaler.trigger_spec import TriggerSpec
 
 log = logging.getLogger(__name__)
 
+# the samplers' own generator: the module's shared one belongs to whoever else runs in the process
+_jitter_source = random.Random()
+
 #: a sampler nobody asked about for this long stops
 IDLE_AFTER = 600.0
 #: a sample older than this many intervals is not answered from
@@ -540,7 +543,9 @@ class Sampler:
             until_near=until_near,
         )
         self._planned = self._actual(now)
-        self._jitter = 1.0 - random.uniform(0.0, RELAXED_JITTER) if not self.urgency.fast else 1.0
+        self._jitter = (
+            1.0 - _jitter_source.uniform(0.0, RELAXED_JITTER) if not self.urgency.fast else 1.0
+        )
         if self._pacer is not None:
             self._pacer.sampled()
 
@@ -551,7 +556,7 @@ class Sampler:
         error.__traceback__ = error.__context__ = error.__cause__ = None
         self.last_error = error
         self.failures += 1
-        self._jitter = 1.0 - random.uniform(0.0, BACKOFF_JITTER)
+        self._jitter = 1.0 - _jitter_source.uniform(0.0, BACKOFF_JITTER)
         self._metrics.record_sample_error(self.source, type(error).__name__)
 
 
