@@ -366,7 +366,7 @@ def _throughput(spec: TriggerSpec, state: PolicyState) -> float | None:
     ``jobDuration`` guessed wrong), else the figure given, else the one learned from saturated
     workers."""
     if spec.worker_concurrency:
-        given = spec.worker_concurrency / spec.worker_throughput if spec.worker_throughput else None
+        given = _job_seconds(spec, spec.worker_throughput) if spec.worker_throughput else None
         seconds = learned_job_seconds(state, given)
         if seconds is not None:
             return spec.worker_concurrency / seconds
@@ -466,7 +466,7 @@ def _horizon_busy(
     job time is not known, the steady need."""
     if signals.in_flight is None or not signals.consumers or not spec.worker_concurrency:
         return steady
-    job_seconds = spec.worker_concurrency / throughput
+    job_seconds = _job_seconds(spec, throughput)
     running = _busy_workers(signals, spec, signals.in_flight) or 0.0
     horizon = max(HORIZON_SHARE * spec.target_age, HORIZON_FLOOR)
     decay = math.exp(-horizon / job_seconds)
@@ -483,7 +483,7 @@ def _drain_seconds(spec: TriggerSpec, throughput: float) -> float:
     target = spec.target_drain_time
     if not spec.worker_concurrency:
         return target
-    job_seconds = spec.worker_concurrency / throughput
+    job_seconds = _job_seconds(spec, throughput)
     return max(target - job_seconds, min(job_seconds, target))
 
 
@@ -533,11 +533,16 @@ def _patience(signals: QueueSignals, spec: TriggerSpec, throughput: float | None
     # the longer of the job time given and the one learned: a window without a mix's long jobs
     # learns the short ones' time
     given = spec.worker_throughput or throughput
-    if spec.worker_concurrency / min(throughput, given) > PATIENT_JOB_SHARE * spec.target_age:
+    if _job_seconds(spec, min(throughput, given)) > PATIENT_JOB_SHARE * spec.target_age:
         return 0.0
     if age.value is None or age.precision is Precision.LOWER_BOUND:
         return 0.0
     return max(0.0, 1.0 - age.value / (PATIENT_SHARE * spec.target_age))
+
+
+def _job_seconds(spec: TriggerSpec, throughput: float) -> float:
+    """The mean time of one job: a worker's slots over its jobs per second."""
+    return spec.worker_concurrency / throughput
 
 
 def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:
@@ -545,7 +550,7 @@ def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:
     age; False where its time is not known (no ``workerConcurrency``)."""
     if not throughput or not spec.worker_concurrency:
         return False
-    return spec.worker_concurrency / throughput < spec.target_age
+    return _job_seconds(spec, throughput) < spec.target_age
 
 
 def _future_arrival_rate(signals: QueueSignals) -> float:
