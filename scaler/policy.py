@@ -41,10 +41,12 @@ PRIOR_JOBS = 20.0
 #: jobs completed before a job time is learned where none is given
 MIN_LEARNED_COMPLETIONS = 10.0
 #: where the target age is at least this long, and a job takes less than it, the fleet may be
-#: up to one worker short of the need while the oldest job is young (see :func:`_patience`)
+#: a little short of the need while the oldest job is young (see :func:`_patience`)
 PATIENT_TARGET = 120.0
 #: ... and the allowance is gone once the oldest job is this share of the target old
-PATIENT_SHARE = 0.5
+PATIENT_SHARE = 0.75
+#: ... and it is one worker, or this share of the need where that is more
+PATIENT_FLEET_SHARE = 0.25
 #: ... and only where a job takes at most this share of the target: a mean job a larger share
 #: of it is a mix's few long jobs, which fill the slots a worker short would leave the rest
 PATIENT_JOB_SHARE = 1 / 30
@@ -366,7 +368,11 @@ def _throughput(spec: TriggerSpec, state: PolicyState) -> float | None:
     ``jobDuration`` guessed wrong), else the figure given, else the one learned from saturated
     workers."""
     if spec.worker_concurrency:
-        given = _job_seconds(spec, spec.worker_throughput) if spec.worker_throughput else None
+        given = (
+            _job_seconds(spec.worker_concurrency, spec.worker_throughput)
+            if spec.worker_throughput
+            else None
+        )
         seconds = learned_job_seconds(state, given)
         if seconds is not None:
             return spec.worker_concurrency / seconds
@@ -466,7 +472,7 @@ def _horizon_busy(
     job time is not known, the steady need."""
     if signals.in_flight is None or not signals.consumers or not spec.worker_concurrency:
         return steady
-    job_seconds = _job_seconds(spec, throughput)
+    job_seconds = _job_seconds(spec.worker_concurrency, throughput)
     running = _busy_workers(signals, spec, signals.in_flight) or 0.0
     horizon = max(HORIZON_SHARE * spec.target_age, HORIZON_FLOOR)
     decay = math.exp(-horizon / job_seconds)
@@ -483,7 +489,7 @@ def _drain_seconds(spec: TriggerSpec, throughput: float) -> float:
     target = spec.target_drain_time
     if not spec.worker_concurrency:
         return target
-    job_seconds = _job_seconds(spec, throughput)
+    job_seconds = _job_seconds(spec.worker_concurrency, throughput)
     return max(target - job_seconds, min(job_seconds, target))
 
 
@@ -511,38 +517,46 @@ def _rounded(
     while the fleet keeps up with a flow; where the need is unknown, the workers seen."""
     if needed is None:
         return signals.consumers or 0
-    patience = _patience(signals, spec, throughput) if reason is Reason.KEEPING_UP else 0.0
+    keeping_up = reason is Reason.KEEPING_UP
+    patience = _patience(signals, spec, throughput, needed) if keeping_up else 0.0
     return math.ceil(needed - patience - 1e-9)
 
 
-def _patience(signals: QueueSignals, spec: TriggerSpec, throughput: float | None) -> float:
-    """Workers the fleet may be short of keeping up with the flow (at most one, rounding down
-    instead of up; never while it drains a backlog larger than the flow, whose plan already
-    ends at the target) while a long target leaves the backlog room to build: where
-    ``targetAge`` is at least
-    ``PATIENT_TARGET``, a job takes at most ``PATIENT_JOB_SHARE`` of it (10 s of 5 minutes),
-    and the oldest job is known to be young,
-    falling to none as it reaches ``PATIENT_SHARE`` of the target. A fraction of a worker
+def _patience(
+    signals: QueueSignals, spec: TriggerSpec, throughput: float | None, needed: float
+) -> float:
+    """Workers the fleet may be short of keeping up with the flow (one, or
+    ``PATIENT_FLEET_SHARE`` of the need where that is more; never while it drains a backlog
+    larger than the flow, whose plan already ends at the target) while a long target leaves
+    the backlog room to build: where ``targetAge`` is at least ``PATIENT_TARGET``, a job takes
+    at most ``PATIENT_JOB_SHARE`` of it (10 s of 5 minutes), and the oldest job is known to be
+    young, falling to none as it reaches ``PATIENT_SHARE`` of the target. A fraction of a worker
     rounded up keeps the queue empty at up to twice the cost of the flow (1.2 workers' need
-    kept by 2); with a 5-minute target a depth policy lets the queue age toward it, and so
-    may this one, with the rest of the target left for a worker to boot once the age nears
-    it (the need's drain term grows with the backlog meanwhile)."""
+    kept by 2), and a large fleet sized for the whole flow keeps it empty where the target
+    allows minutes of waiting; with a 5-minute target a depth policy lets the queue age toward
+    it, and so may this one: the fleet short of the flow lets the age grow, the allowance
+    shrinks as it does, and the fleet settles where the two meet, with the rest of the target
+    left for a worker to boot (the need's drain term grows with the backlog meanwhile)."""
     age = signals.oldest_age
     if spec.target_age < PATIENT_TARGET or not throughput or not spec.worker_concurrency:
         return 0.0
     # the longer of the job time given and the one learned: a window without a mix's long jobs
     # learns the short ones' time
     given = spec.worker_throughput or throughput
-    if _job_seconds(spec, min(throughput, given)) > PATIENT_JOB_SHARE * spec.target_age:
+    if (
+        _job_seconds(spec.worker_concurrency, min(throughput, given))
+        > PATIENT_JOB_SHARE * spec.target_age
+    ):
         return 0.0
     if age.value is None or age.precision is Precision.LOWER_BOUND:
         return 0.0
-    return max(0.0, 1.0 - age.value / (PATIENT_SHARE * spec.target_age))
+    allowance = max(1.0, PATIENT_FLEET_SHARE * needed)
+    return allowance * max(0.0, 1.0 - age.value / (PATIENT_SHARE * spec.target_age))
 
 
-def _job_seconds(spec: TriggerSpec, throughput: float) -> float:
-    """The mean time of one job: a worker's slots over its jobs per second."""
-    return spec.worker_concurrency / throughput
+def _job_seconds(concurrency: int, throughput: float) -> float:
+    """The mean time of one job: a worker's job slots over its jobs per second."""
+    return concurrency / throughput
 
 
 def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:
@@ -550,7 +564,7 @@ def _short_jobs(spec: TriggerSpec, throughput: float | None) -> bool:
     age; False where its time is not known (no ``workerConcurrency``)."""
     if not throughput or not spec.worker_concurrency:
         return False
-    return _job_seconds(spec, throughput) < spec.target_age
+    return _job_seconds(spec.worker_concurrency, throughput) < spec.target_age
 
 
 def _future_arrival_rate(signals: QueueSignals) -> float:

@@ -1043,22 +1043,29 @@ def test_jobs_taken_between_samples_keep_the_queue_active_and_busy() -> None:
     assert is_active(signals_of(depth=0, arrivals=0.3, completions=0.3), quiet) is False
 
 
-def test_a_long_target_lets_the_fleet_be_a_worker_short_while_the_oldest_job_is_young() -> None:
+def test_a_long_target_lets_the_fleet_be_short_of_the_flow_while_the_oldest_job_is_young() -> None:
     # 5-minute target, 2 s jobs on 4 slots (2/s a worker), 2.6/s: 1.3 workers' need. With the
-    # oldest job 30 s old, 0.8 of a worker may be missing: one worker, not two (the broad family
+    # oldest job 30 s old, 0.87 of a worker may be missing: one worker, not two (the broad family
     # with 5-minute targets: 1.3-1.6x the worker-seconds of the depth policies, every one 0 s
-    # over); the allowance falls with the age, gone at half the target
+    # over); the allowance falls with the age, gone at three quarters of the target
     spec = spec_of(jobDuration="2s", workerConcurrency="4", targetAge="5m")
     young = signals_of(depth=40, consumers=2, age=30.0, arrivals=2.6, completions=2.6, flow=2.6)
     decision, _ = run(spec, young)
     need = 2.6 / 2 + 40 / (300 - 2) / 2
     assert decision.needed == pytest.approx(need)
-    assert decision.desired_workers == 1  # ceil(1.367 - (1 - 30/150)) = ceil(0.567)
+    assert decision.desired_workers == 1  # ceil(1.367 - (1 - 30/225)) = ceil(0.5)
     older = replace(young, oldest_age=Figure(120.0, Precision.EXACT))
-    assert run(spec, older)[0].desired_workers == 2  # ceil(1.367 - 0.2)
-    assert (
-        run(spec, replace(young, oldest_age=Figure(150.0, Precision.EXACT)))[0].desired_workers == 2
-    )
+    assert run(spec, older)[0].desired_workers == 1  # ceil(1.367 - 0.467)
+    for age in (150.0, 225.0):
+        aged = replace(young, oldest_age=Figure(age, Precision.EXACT))
+        assert run(spec, aged)[0].desired_workers == 2  # ceil(1.367 - 0.333), then - 0
+    # a large fleet may be a quarter of its need short: 26/s is 13.07 workers' need, of which
+    # 3.27 x (1 - 30/225) = 2.83 may be missing (a depth policy's fleet lets the age float too)
+    busy = replace(young, arrival_rate=Figure(26.0, Precision.EXACT), flow_rate=26.0)
+    need = 26 / 2 + 40 / 298 / 2
+    assert run(spec, busy)[0].needed == pytest.approx(need)
+    assert run(spec, busy)[0].desired_workers == math.ceil(need - need / 4 * (1 - 30 / 225))
+    assert run(spec, busy)[0].desired_workers == 11
     # none under a 2-minute target's share... a 1-minute target, or jobs as long as the target
     short = spec_of(jobDuration="2s", workerConcurrency="4", targetAge="1m")
     assert run(short, young)[0].desired_workers == 2
