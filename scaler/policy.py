@@ -34,6 +34,13 @@ LEARNING_RATE = 0.3
 #: while arrivals are only a lower bound, scale in by at most this share (and one worker) per
 #: rateWindow: a lower bound must not pass for the rate, but must not pin the fleet up forever
 LOWER_BOUND_STEP_DOWN = 0.1
+#: ... and where the broker does not show the jobs that run either (plain lists, Huey, Celery),
+#: by at most one such step per this many seconds: a step down in the dark is tested only by
+#: what follows it (jobs that wait), and the pods it let go may drain that long (as
+#: ``scaler.draining.DRAIN_HORIZON`` takes them to); a step a minute took a fleet whose jobs
+#: ran unseen down by half while it was busy, and the scale-up after it added pods beside those
+#: still draining, past the dependency's ceiling (Judoscale's default delay is 10 minutes too)
+BLIND_STEP_DOWN = 600.0
 #: the learned job time follows the windows' figures with this time constant, in rate windows
 JOB_TIME_WINDOWS = 5.0
 #: a given jobDuration weighs as much as this many jobs observed
@@ -342,9 +349,10 @@ def _scale_in_on_uncertain_arrivals(
     """Never scale in on an arrival rate that is only a lower bound (jobs came and went between
     samples, unseen) or unknown (the counts are down: RabbitMQ's management API, say, while
     AMQP still gives the depth; an unknown rate reads as 0 in the need): step down gently
-    instead, so a real backlog shows before it hurts. Where in-flight jobs are observed and none
-    run and none wait, the queue is plainly idle; where they are observed and nothing waits, the
-    flow's load is seen in flight (the need counts it, see :func:`_running`)."""
+    instead, so a real backlog shows before it hurts (one step per rate window, or per
+    ``BLIND_STEP_DOWN`` where what runs is not shown either). Where in-flight jobs are observed
+    and none run and none wait, the queue is plainly idle; where they are observed and nothing
+    waits, the flow's load is seen in flight (the need counts it, see :func:`_running`)."""
     # before any answer, the workers that run: a first sample shows no rate yet
     last = state.last_desired if state.last_desired is not None else signals.consumers
     if last is None or desired >= last:
@@ -356,7 +364,13 @@ def _scale_in_on_uncertain_arrivals(
     if signals.depth == 0 and signals.mean_in_flight is not None and spec.worker_concurrency:
         # what the flow keeps busy is seen in flight, unseen arrivals included (Little's law)
         return desired, reason, state
-    if state.last_step_down is not None and now - state.last_step_down < spec.rate_window:
+    # in the dark a step waits for the last one's effect to show (see BLIND_STEP_DOWN)
+    pace = (
+        spec.rate_window
+        if signals.in_flight is not None
+        else max(spec.rate_window, BLIND_STEP_DOWN)
+    )
+    if state.last_step_down is not None and now - state.last_step_down < pace:
         return last, Reason.SCALING_IN_SLOWLY, state
     step = max(1, math.floor(last * LOWER_BOUND_STEP_DOWN))
     return max(desired, last - step), Reason.SCALING_IN_SLOWLY, replace(state, last_step_down=now)

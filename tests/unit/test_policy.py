@@ -646,16 +646,35 @@ def lower_bound_signals(depth: int, in_flight: int | None = None) -> QueueSignal
 
 
 def test_lower_bound_arrivals_scale_in_one_step_per_rate_window() -> None:
+    # where the broker shows the jobs that run (3 here): one step per rate window
+    spec = spec_of(workerThroughput="1", rateWindow="60s")
+    state = PolicyState(last_desired=20)
+    decision, state = decide(lower_bound_signals(depth=1, in_flight=3), spec, NOW, state)
+    # the lower bound asks for 4 workers; the fleet steps down by 10% (2 workers) instead
+    assert decision.desired_workers == 18
+    assert decision.reason is Reason.SCALING_IN_SLOWLY
+    held, state = decide(lower_bound_signals(depth=1, in_flight=3), spec, NOW + 30, state)
+    assert held.desired_workers == 18  # within the same rateWindow: hold
+    stepped, state = decide(lower_bound_signals(depth=1, in_flight=3), spec, NOW + 61, state)
+    assert stepped.desired_workers == 17  # floor(10% of 18) = 1
+
+
+def test_in_the_dark_the_fleet_steps_down_once_per_ten_minutes() -> None:
+    # a plain list shows neither the arrivals nor the jobs that run: a step waits 600 s for the
+    # last one's effect (jobs that wait) to show, whatever the rate window
     spec = spec_of(workerThroughput="1", rateWindow="60s")
     state = PolicyState(last_desired=20)
     decision, state = decide(lower_bound_signals(depth=1), spec, NOW, state)
-    # the lower bound asks for 2 workers; the fleet steps down by 10% (2 workers) instead
-    assert decision.desired_workers == 18
-    assert decision.reason is Reason.SCALING_IN_SLOWLY
-    held, state = decide(lower_bound_signals(depth=1), spec, NOW + 30, state)
-    assert held.desired_workers == 18  # within the same rateWindow: hold
-    stepped, state = decide(lower_bound_signals(depth=1), spec, NOW + 61, state)
-    assert stepped.desired_workers == 17  # floor(10% of 18) = 1
+    assert (decision.desired_workers, decision.reason) == (18, Reason.SCALING_IN_SLOWLY)
+    for later in (61, 300, 599):
+        held, state = decide(lower_bound_signals(depth=1), spec, NOW + later, state)
+        assert held.desired_workers == 18
+    stepped, state = decide(lower_bound_signals(depth=1), spec, NOW + 601, state)
+    assert stepped.desired_workers == 17
+    # a rate window longer than that sets the pace
+    slow = spec_of(workerThroughput="1", rateWindow="15m")
+    _, state = decide(lower_bound_signals(depth=1), slow, NOW, PolicyState(last_desired=20))
+    assert decide(lower_bound_signals(depth=1), slow, NOW + 601, state)[0].desired_workers == 18
 
 
 def test_small_fleets_step_down_one_worker() -> None:
@@ -715,8 +734,12 @@ def test_unknown_arrivals_scale_in_one_step_and_stay_active() -> None:
     assert decision.reason is Reason.SCALING_IN_SLOWLY
     assert (decision.desired_workers, decision.active) == (4, True)
     backlog = signals_of(depth=30, consumers=5, arrivals=None, completions=None)
-    decision, _ = decide(backlog, spec, NOW + 61, state)
-    assert decision.desired_workers == 3  # 30/60 s asks for 1: one step down, not to 1
+    # 30/60 s asks for 1: one step down, not to 1, and in the dark (nothing shows what runs)
+    # the next step waits BLIND_STEP_DOWN
+    decision, state = decide(backlog, spec, NOW + 61, state)
+    assert decision.desired_workers == 4
+    decision, _ = decide(backlog, spec, NOW + 601, state)
+    assert decision.desired_workers == 3
 
 
 # --- the arrival rate to keep up with -------------------------------------------------------------
