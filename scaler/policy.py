@@ -36,8 +36,8 @@ LEARNING_RATE = 0.3
 LOWER_BOUND_STEP_DOWN = 0.1
 #: ... and where the broker does not show the jobs that run either (plain lists, Huey, Celery),
 #: by at most one such step per this many seconds: a step down in the dark is tested only by
-#: what follows it (jobs that wait), and the pods it let go may drain that long (as
-#: ``scaler.draining.DRAIN_HORIZON`` takes them to); a step a minute took a fleet whose jobs
+#: what follows it (jobs that wait), and the pods it let go may drain for minutes
+#: (``scaler.draining.drain_horizon``); a step a minute took a fleet whose jobs
 #: ran unseen down by half while it was busy, and the scale-up after it added pods beside those
 #: still draining, past the dependency's ceiling (Judoscale's default delay is 10 minutes too)
 BLIND_STEP_DOWN = 600.0

@@ -130,7 +130,8 @@ def test_a_quiet_sidekiq_process_shows_in_the_jobs_in_flight_beyond_the_serving_
 
 def test_celery_once_the_hpa_replicas_are_up_jobs_beyond_their_slots_drain() -> None:
     spec = spec_of("celery")
-    released = Released(entries=((0.0, 3),), answers=((0.0, 5),), grown_at=0.0)
+    # let go a minute after the last scale-up, so still within the drain horizon once it is up
+    released = Released(entries=((60.0, 3),), answers=((0.0, 5),), grown_at=0.0)
     # 5 workers x 4 slots, all busy while jobs wait: 22 in flight leaves 2 on draining ones
     waiting = signals_of(depth=3, in_flight=22)
     assert settle(released, waiting, spec, BOOT_HORIZON).workers == 2
