@@ -64,10 +64,10 @@ STEP_RATIO = 1.5
 #: of the arrivals the window's rate expects in the fast rate's span
 STEP_SIGMAS = 4.0
 #: where the broker shows the workers and what runs, the flow is sized for the slots busy this
-#: far ahead (see :func:`_horizon_busy`): this share of the target age ...
-HORIZON_SHARE = 0.5
-#: ... and at least this many seconds (a scale-up's poll, HPA sync and boot)
-HORIZON_FLOOR = 60.0
+#: many seconds ahead (see :func:`_horizon_busy`): KEDA's default polling interval, when the
+#: next answer comes and can add what arrived meanwhile (half the target age, at least 60 s,
+#: sized long-job fleets for a minute or more of a burst's rate as if it went on)
+HORIZON = 30.0
 
 
 class Reason(enum.StrEnum):
@@ -483,15 +483,15 @@ def _horizon_busy(
     ``running·e^(-h/T) + steady·(1-e^(-h/T))``. Short jobs (T much shorter than the horizon h)
     give the steady need; long jobs give the running ones and what arrives within h, not the
     whole job time's worth of arrivals at once: one arrival in the rate window of a 10-minute
-    job reads as ten workers' flow, most of which a later answer can add as the jobs come.
+    job reads as ten workers' flow, most of which a later answer can add as the jobs come
+    (h is ``HORIZON``, the next answer's distance).
     Where workers or what runs are not shown (Celery's early acks hide running tasks), or the
     job time is not known, the steady need."""
     if signals.in_flight is None or not signals.consumers or not spec.worker_concurrency:
         return steady
     job_seconds = _job_seconds(spec.worker_concurrency, throughput)
     running = _busy_workers(signals, spec, signals.in_flight) or 0.0
-    horizon = max(HORIZON_SHARE * spec.target_age, HORIZON_FLOOR)
-    decay = math.exp(-horizon / job_seconds)
+    decay = math.exp(-HORIZON / job_seconds)
     return running * decay + steady * (1 - decay)
 
 

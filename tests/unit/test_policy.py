@@ -331,7 +331,10 @@ def test_busy_slots_do_not_hold_the_fleet_while_a_backlog_drains() -> None:
                          completions=27.0, flow=4.8)  # fmt: skip
     decision, _ = run(spec, backlog)
     throughput = 10 / 5.5
-    assert decision.needed == pytest.approx((4.8 + 7887 / (900 - 5.5)) / throughput)
+    # the flow 30 s ahead: of the 15 workers' jobs running now almost none still run then
+    decay = math.exp(-30 / 5.5)
+    flow = 15 * decay + 4.8 / throughput * (1 - decay)
+    assert decision.needed == pytest.approx(flow + 7887 / (900 - 5.5) / throughput)
     assert decision.desired_workers == 8
 
 
@@ -1181,13 +1184,16 @@ def test_patience_reads_the_longer_of_the_given_and_the_learned_job_time() -> No
 def test_long_jobs_are_sized_for_what_runs_and_what_arrives_within_the_horizon() -> None:
     """One arrival in a 60 s window of 540 s jobs reads as a flow of 9 busy workers (Little's
     law). Where the workers and what runs are shown, the need is what runs still then plus
-    the flow over the horizon (max(60 s, half the 120 s target)): 1·e^(-1/9) + 9·(1-e^(-1/9))."""
+    the flow over the horizon (30 s, KEDA's polling interval, whatever the target):
+    1·e^(-1/18) + 9·(1-e^(-1/18))."""
     spec = spec_of(jobDuration="540", workerConcurrency="1", targetAge="120")
     seen = signals_of(depth=0, in_flight=1, consumers=8, arrivals=1 / 60, completions=0.0)
     decision, _ = decide(seen, spec, NOW, PolicyState())
-    decay = math.exp(-60 / 540)
+    decay = math.exp(-30 / 540)
     assert decision.needed == pytest.approx(1 * decay + 9 * (1 - decay))
     assert decision.desired_workers == 2
+    ten = spec_of(jobDuration="540", workerConcurrency="1", targetAge="10m")
+    assert decide(seen, ten, NOW, PolicyState())[0].needed == pytest.approx(decision.needed)
     # where the workers are not shown, nothing says what runs: the flow's steady need
     unseen = replace(seen, consumers=None)
     decision, _ = decide(unseen, spec, NOW, PolicyState())
