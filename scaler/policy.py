@@ -332,11 +332,9 @@ def _first_window(
     signals: QueueSignals, spec: TriggerSpec, desired: int, reason: Reason
 ) -> tuple[int, Reason]:
     """At least the workers seen, within the first rate window of an empty queue (see
-    :func:`_holding_first_window`); where the broker shows no workers, the one replica KEDA
-    keeps while the trigger is active."""
-    held = signals.consumers if signals.consumers is not None else 1
-    if _holding_first_window(signals, spec) and desired < held:
-        return held, Reason.FIRST_WINDOW
+    :func:`_holding_first_window`)."""
+    if _holding_first_window(signals, spec) and desired < (signals.consumers or 0):
+        return signals.consumers or 0, Reason.FIRST_WINDOW
     return desired, reason
 
 
@@ -694,14 +692,12 @@ def _holding_first_window(signals: QueueSignals, spec: TriggerSpec) -> bool:
     scaler just started, or its history just began) where no exact count shows a flow yet:
     whether jobs come is not known, so the workers seen are kept, and the queue active, until
     the window can tell. A warm fleet taken to zero at KEDA's first poll boots again when the
-    flow shows: with 2-minute boots, minutes over the target where a fixed fleet has none.
-    Where the broker shows neither workers nor what runs (plain lists, Huey), the same: one
-    replica, and the trigger active, so that KEDA does not scale the fleet to zero at once."""
+    flow shows: with 2-minute boots, minutes over the target where a fixed fleet has none."""
     rate = signals.arrival_rate
     return (
         signals.depth == 0
         and not signals.in_flight
-        and (bool(signals.consumers) or (signals.consumers is None and signals.in_flight is None))
+        and bool(signals.consumers)
         and signals.rate_span < spec.rate_window
         and not (rate.precision is Precision.EXACT and rate.value)
     )

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from brokers.base import Precision
-from scaler.draining import KEDA_COOLDOWN
 from scaler.policy import (
     LEARNING_RATE,
     PRIOR_JOBS,
@@ -1136,30 +1135,6 @@ def test_an_empty_queue_keeps_the_workers_seen_until_its_first_window_shows_a_fl
     assert (flowing.desired_workers, flowing.reason, flowing.active) == (0, Reason.IDLE, True)
     none = run(spec, replace(start, consumers=0))[0]
     assert (none.desired_workers, none.active) == (0, False)
-
-
-def test_where_the_broker_shows_no_workers_the_first_window_keeps_one_replica_active() -> None:
-    # a plain list at the scaler's start: empty, nothing counted, no worker nor running job
-    # shown. Answering 0, inactive, let KEDA take the warm fleet to zero at its first poll (the
-    # shipped steady and step scenarios as lists or Huey: 53 s and 103 s over the target where
-    # every other policy had 0 s and 45 s); one replica and active until the window can tell
-    spec = spec_of(jobDuration="2s", workerConcurrency="4")
-    start = replace(signals_of(depth=0, arrivals=0.0, completions=0.0), rate_span=20.0)
-    assert (start.consumers, start.in_flight) == (None, None)
-    decision, state = run(spec, start)
-    assert (decision.desired_workers, decision.reason, decision.active) == (
-        1,
-        Reason.FIRST_WINDOW,
-        True,
-    )
-    # the replica held is an answer: once KEDA may have let it go (inactive for its cooldown),
-    # it counts among those that may drain
-    later = replace(start, rate_span=60.0, observed_at=NOW + 40)
-    decision, state = decide(later, spec, NOW + 40, state)
-    assert (decision.desired_workers, decision.active, state.released.workers) == (0, False, 0)
-    cooled = NOW + 40 + KEDA_COOLDOWN
-    _, state = decide(replace(later, observed_at=cooled), spec, cooled, state)
-    assert state.released.workers == 1
 
 
 def test_patience_reads_the_longer_of_the_given_and_the_learned_job_time() -> None:
