@@ -158,7 +158,7 @@ def likely_draining(
     none without it), since :func:`drain_horizon`'s floor is a guess."""
     if signals.in_flight is not None or spec.grace_period is not None:
         return released.workers  # settled by what runs, or by the grace
-    job = _given_job_seconds(spec)
+    job = given_job_seconds(spec)
     if job is None:
         return 0
     return sum(count for when, count in released.entries if now - when < DRAIN_JOBS * job)
@@ -172,13 +172,13 @@ def drain_horizon(spec: TriggerSpec) -> float:
     trigger gives (``jobDuration``) where longer."""
     if spec.grace_period is not None:
         return spec.grace_period + DELETE_LAG
-    job = _given_job_seconds(spec)
+    job = given_job_seconds(spec)
     if job is not None:
         return max(DRAIN_HORIZON, DRAIN_JOBS * job)
     return DRAIN_HORIZON
 
 
-def _given_job_seconds(spec: TriggerSpec) -> float | None:
+def given_job_seconds(spec: TriggerSpec) -> float | None:
     """The mean job the trigger gives (``jobDuration``, or ``workerConcurrency`` over
     ``workerThroughput``); None where it gives neither."""
     if spec.worker_throughput and spec.worker_concurrency:

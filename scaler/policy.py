@@ -18,6 +18,7 @@ from scaler.draining import (
     NONE_RELEASED,
     Released,
     after_answer,
+    given_job_seconds,
     held_up,
     likely_draining,
     room,
@@ -382,12 +383,7 @@ def _throughput(spec: TriggerSpec, state: PolicyState) -> float | None:
     ``jobDuration`` guessed wrong), else the figure given, else the one learned from saturated
     workers."""
     if spec.worker_concurrency:
-        given = (
-            _job_seconds(spec.worker_concurrency, spec.worker_throughput)
-            if spec.worker_throughput
-            else None
-        )
-        seconds = learned_job_seconds(state, given)
+        seconds = learned_job_seconds(state, given_job_seconds(spec))
         if seconds is not None:
             return spec.worker_concurrency / seconds
     return spec.worker_throughput or state.learned_throughput
