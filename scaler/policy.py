@@ -55,8 +55,9 @@ PATIENT_TARGET = 120.0
 PATIENT_SHARE = 0.75
 #: ... and it is one worker, or this share of the need where that is more
 PATIENT_FLEET_SHARE = 0.25
-#: ... and only where a job takes at most this share of the target: a mean job a larger share
-#: of it is a mix's few long jobs, which fill the slots a worker short would leave the rest
+#: ... and where a job takes more than this share of the target, never below the workers the
+#: running jobs hold now: a mean job a larger share of it is often a mix's few long jobs, which a
+#: scale-in stops on the pods it takes (their whole time lost, and their age back at the head)
 PATIENT_JOB_SHARE = 1 / 30
 #: the fast rate counts as a step up in the flow where it is at least this many times the
 #: window's rate ...
@@ -529,7 +530,10 @@ def _rounded(
         return signals.consumers or 0
     keeping_up = reason is Reason.KEEPING_UP
     patience = _patience(signals, spec, throughput, needed) if keeping_up else 0.0
-    return math.ceil(needed - patience - 1e-9)
+    desired = math.ceil(needed - patience - 1e-9)
+    if patience:
+        desired = max(desired, _held_by_long_jobs(signals, spec, throughput))
+    return desired
 
 
 def _patience(
@@ -539,29 +543,43 @@ def _patience(
     ``PATIENT_FLEET_SHARE`` of the need where that is more; never while it drains a backlog
     larger than the flow, whose plan already ends at the target) while a long target leaves
     the backlog room to build: where ``targetAge`` is at least ``PATIENT_TARGET``, a job takes
-    at most ``PATIENT_JOB_SHARE`` of it (10 s of 5 minutes), and the oldest job is known to be
-    young, falling to none as it reaches ``PATIENT_SHARE`` of the target. A fraction of a worker
+    less than it, and the oldest job is known to be young, falling to none as it reaches ``PATIENT_SHARE`` of the target. A fraction of a worker
     rounded up keeps the queue empty at up to twice the cost of the flow (1.2 workers' need
     kept by 2), and a large fleet sized for the whole flow keeps it empty where the target
     allows minutes of waiting; with a 5-minute target a depth policy lets the queue age toward
     it, and so may this one: the fleet short of the flow lets the age grow, the allowance
     shrinks as it does, and the fleet settles where the two meet, with the rest of the target
-    left for a worker to boot (the need's drain term grows with the backlog meanwhile)."""
+    left for a worker to boot (the need's drain term grows with the backlog meanwhile). For
+    jobs longer than ``PATIENT_JOB_SHARE`` of the target, :func:`_held_by_long_jobs` keeps the
+    workers that run them."""
     age = signals.oldest_age
     if spec.target_age < PATIENT_TARGET or not throughput or not spec.worker_concurrency:
         return 0.0
-    # the longer of the job time given and the one learned: a window without a mix's long jobs
-    # learns the short ones' time
-    given = spec.worker_throughput or throughput
-    if (
-        _job_seconds(spec.worker_concurrency, min(throughput, given))
-        > PATIENT_JOB_SHARE * spec.target_age
-    ):
+    if _longer_job_seconds(spec, throughput) >= spec.target_age:
         return 0.0
     if age.value is None or age.precision is Precision.LOWER_BOUND:
         return 0.0
     allowance = max(1.0, PATIENT_FLEET_SHARE * needed)
     return allowance * max(0.0, 1.0 - age.value / (PATIENT_SHARE * spec.target_age))
+
+
+def _held_by_long_jobs(signals: QueueSignals, spec: TriggerSpec, throughput: float | None) -> int:
+    """The workers the jobs running now hold, where a job takes more than ``PATIENT_JOB_SHARE``
+    of the target (0 for shorter jobs, or where the broker does not show what runs): patience
+    lets a backlog build from what arrives, not from the jobs a scale-in would stop."""
+    if not throughput or not spec.worker_concurrency:
+        return 0
+    if _longer_job_seconds(spec, throughput) <= PATIENT_JOB_SHARE * spec.target_age:
+        return 0
+    busy = _busy_workers(signals, spec, signals.in_flight)
+    return 0 if busy is None else math.ceil(busy - 1e-9)
+
+
+def _longer_job_seconds(spec: TriggerSpec, throughput: float) -> float:
+    """The longer of the job time given and the one learned (a window without a mix's long jobs
+    learns the short ones' time); ``workerConcurrency`` is set."""
+    given = spec.worker_throughput or throughput
+    return _job_seconds(spec.worker_concurrency or 1, min(throughput, given))
 
 
 def _job_seconds(concurrency: int, throughput: float) -> float:

@@ -1097,12 +1097,20 @@ def test_a_long_target_lets_the_fleet_be_short_of_the_flow_while_the_oldest_job_
     assert run(short, young)[0].desired_workers == 2
     long_jobs = spec_of(jobDuration="6m", workerConcurrency="4", targetAge="5m")
     assert run(long_jobs, young)[0].desired_workers == 246  # 2.6 x 90 + 40 / 300 s x 90
-    # nor for a mean job over a thirtieth of the target (a mix's few long jobs fill the slots
-    # a worker short leaves: the mixes family's 5-minute draws went from 0 s to 90 s over)
+    # a mean job over a thirtieth of the target (often a mix's few long jobs) may be a worker
+    # short too, but never below the workers the running jobs hold: a scale-in stops the jobs
+    # on the pods it takes (mixes-021, 18 s mean jobs on a 5-minute target: 22 workers taken
+    # to 13 beside 17 busy, 512 s over the target where the floor has none)
     mix = spec_of(jobDuration="20s", workerConcurrency="4", targetAge="5m")
     mixed = replace(young, arrival_rate=Figure(0.26, Precision.EXACT), flow_rate=0.26)
     assert run(mix, mixed)[0].needed == pytest.approx(0.26 / 0.2 + 40 / 280 / 0.2)
-    assert run(mix, mixed)[0].desired_workers == 3  # ceil(2.01), no patience
+    assert run(mix, mixed)[0].desired_workers == 2  # ceil(2.01 - 0.87), not shown what runs
+    running = replace(mixed, in_flight=8)  # every slot of both workers busy
+    assert run(mix, running)[0].desired_workers == 2
+    fuller = replace(mixed, consumers=3, in_flight=10)  # 10 of 12 slots: 2.5 workers busy
+    assert run(mix, fuller)[0].desired_workers == 3
+    # short jobs are not held: 2 s jobs on a 5-minute target, 10 slots busy, one worker short
+    assert run(spec, replace(young, consumers=3, in_flight=10))[0].desired_workers == 1
     # nor while the backlog is drained: 400 waiting is more than the flow, the plan is tight
     backlog = replace(young, depth=400)
     assert run(spec, backlog)[0].desired_workers == math.ceil(2.6 / 2 + 400 / 298 / 2)
@@ -1139,15 +1147,18 @@ def test_an_empty_queue_keeps_the_workers_seen_until_its_first_window_shows_a_fl
 
 def test_patience_reads_the_longer_of_the_given_and_the_learned_job_time() -> None:
     # jobDuration 18 s, learned 5 s from windows without a mix's long jobs (5,100 slot-seconds
-    # over 1,020 jobs with the prior): 18 s is over a thirtieth of 5 minutes, so no patience
-    # (mixes-021: 0 s over the target before patience, 94.8 s with it on the learned time)
+    # over 1,020 jobs with the prior): 18 s is over a thirtieth of 5 minutes, so patience keeps
+    # the workers the running jobs hold (mixes-021: 0 s over the target before patience, 94.8 s
+    # with it on the learned time and no such floor)
     spec = spec_of(jobDuration="18s", workerConcurrency="4", targetAge="5m")
     learned = PolicyState(slot_seconds=948.0, jobs_done=200.0, job_time_at=NOW)
     young = signals_of(depth=40, consumers=4, age=30.0, arrivals=2.6, completions=2.6, flow=2.6)
     decision, _ = run(spec, young, learned)
     assert decision.throughput == pytest.approx(4 / 5.0)
     assert decision.needed == pytest.approx(2.6 / 0.8 + 40 / (300 - 5) / 0.8)
-    assert decision.desired_workers == 4  # ceil(3.42): no worker short
+    assert decision.desired_workers == 3  # ceil(3.42 - 0.87): what runs is not shown
+    running = replace(young, in_flight=16)  # all 16 slots of the 4 workers run a job
+    assert run(spec, running, learned)[0].desired_workers == 4
     # the same learned time with a short jobDuration given: patience, ceil(3.42 - 0.8)
     short = spec_of(jobDuration="4s", workerConcurrency="4", targetAge="5m")
     shorter = PolicyState(slot_seconds=1004.0, jobs_done=200.0, job_time_at=NOW)
