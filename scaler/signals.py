@@ -74,8 +74,10 @@ class QueueSignals:
     jobs_finished: float | None = None
     #: arrivals per second over the newest quarter of the rate window: the median of the
     #: rates between consecutive samples, so that jobs that came at once (a burst) do not move
-    #: it; what a step in the flow looks like long before the window's rate shows it. None
-    #: where the counts there are not exact or fewer than ``FAST_MIN_INTERVALS`` intervals
+    #: it, and never more than the quarter's mean, so that a slow flow read every second (0 or
+    #: 1 job an interval) does not read as one job a second; what a step in the flow looks
+    #: like long before the window's rate shows it. None where the counts there are not exact
+    #: or fewer than ``FAST_MIN_INTERVALS`` intervals
     fast_rate: float | None = None
     #: the seconds ``fast_rate`` covers
     fast_span: float = 0.0
@@ -217,20 +219,25 @@ def _recent_rate(snapshots: Sequence[QueueSnapshot], window: float) -> float | N
 
 def _fast_rate(snapshots: Sequence[QueueSnapshot], window: float) -> tuple[float | None, float]:
     """The median arrival rate between consecutive samples of the newest ``FAST_SHARE`` of
-    the window (``snapshots``: those inside it), and the seconds it covers."""
+    the window (``snapshots``: those inside it), at most their mean, and the seconds it
+    covers. The median leaves a burst out; the mean bounds it where the intervals are too
+    short to count a slow flow in (0.25 jobs a second read every second: the median of 15
+    intervals is 0 or 1 job a second, and 1 reads as a step to four times the flow)."""
     start = snapshots[-1].counted_at - FAST_SHARE * window
     newest = [s for s in snapshots if s.counted_at >= start]
     if len(newest) <= FAST_MIN_INTERVALS or not all(s.counts_exact for s in newest[1:]):
         return None, 0.0
-    rates = []
+    rates, counted = [], 0
     for before, after in itertools.pairwise(newest):
         seconds = after.counted_at - before.counted_at
         if before.arrivals_total is None or after.arrivals_total is None or seconds <= 0:
             return None, 0.0
         if after.arrivals_total < before.arrivals_total:
             return None, 0.0  # the counter was reset
+        counted += after.arrivals_total - before.arrivals_total
         rates.append((after.arrivals_total - before.arrivals_total) / seconds)
-    return statistics.median(rates), newest[-1].counted_at - newest[0].counted_at
+    span = newest[-1].counted_at - newest[0].counted_at
+    return min(statistics.median(rates), counted / span), span
 
 
 def _mean_in_flight(history: Sequence[QueueSnapshot], base_index: int) -> float | None:

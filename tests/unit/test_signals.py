@@ -538,13 +538,28 @@ def _counted(arrivals: list[int], *, exact: bool = True) -> list[QueueSnapshot]:
     ]
 
 
-def test_fast_rate_is_the_median_rate_of_the_newest_quarter_window() -> None:
+def test_fast_rate_is_the_median_rate_of_the_newest_quarter_window_at_most_its_mean() -> None:
     # 10/s for 50 s, then 40/s for 10 s: the window's rate is 15/s, the newest 15 s (a quarter
-    # of 60) have 10 intervals at 40/s and 5 at 10/s, median 40
+    # of 60) have 10 intervals at 40/s and 5 at 10/s, median 40, mean 450 / 15 = 30
     totals = [10 * t if t <= 50 else 500 + 40 * (t - 50) for t in range(61)]
     signals = compute_signals(_counted(totals), 60.0)
     assert signals.arrival_rate.value == pytest.approx(900 / 60)
-    assert signals.fast_rate == pytest.approx(40.0)
+    assert signals.fast_rate == pytest.approx(30.0)
+    assert signals.fast_span == pytest.approx(15.0)
+    # once the quarter is all at 40/s, both are 40
+    longer = [10 * t if t <= 50 else 500 + 40 * (t - 50) for t in range(71)]
+    assert compute_signals(_counted(longer), 60.0).fast_rate == pytest.approx(40.0)
+
+
+def test_a_slow_flow_read_every_second_is_not_a_fast_rate_of_one_job_a_second() -> None:
+    # about 0.25 jobs/s read every second, and 8 jobs in the newest 15 s, one in each of 8
+    # intervals (broad-253): the median interval is 1/s, four times the flow, which read as a
+    # step to 5.5 workers where 1.7 kept up; the quarter's mean, 8 / 15, bounds it
+    totals = [t // 4 for t in range(46)]
+    for got in (1, 0, 1, 0, 1, 1, 0, 1, 0, 1, 0, 1, 0, 0, 1):
+        totals.append(totals[-1] + got)
+    signals = compute_signals(_counted(totals), 60.0)
+    assert signals.fast_rate == pytest.approx(8 / 15)
     assert signals.fast_span == pytest.approx(15.0)
 
 
