@@ -543,8 +543,8 @@ def _patience(
     ``PATIENT_FLEET_SHARE`` of the need where that is more; never while it drains a backlog
     larger than the flow, whose plan already ends at the target) while a long target leaves
     the backlog room to build: where ``targetAge`` is at least ``PATIENT_TARGET``, a job takes
-    less than it, and the oldest job is known to be young, falling to none as it reaches ``PATIENT_SHARE`` of the target. A fraction of a worker
-    rounded up keeps the queue empty at up to twice the cost of the flow (1.2 workers' need
+    less than it, and the oldest job is known to be young, falling to none as it reaches
+    ``PATIENT_SHARE`` of the target. A fraction of a worker rounded up keeps the queue empty at up to twice the cost of the flow (1.2 workers' need
     kept by 2), and a large fleet sized for the whole flow keeps it empty where the target
     allows minutes of waiting; with a 5-minute target a depth policy lets the queue age toward
     it, and so may this one: the fleet short of the flow lets the age grow, the allowance
