@@ -541,17 +541,17 @@ def _patience(
 ) -> float:
     """Workers the fleet may be short of keeping up with the flow (one, or
     ``PATIENT_FLEET_SHARE`` of the need where that is more; never while it drains a backlog
-    larger than the flow, whose plan already ends at the target) while a long target leaves
-    the backlog room to build: where ``targetAge`` is at least ``PATIENT_TARGET``, a job takes
-    less than it, and the oldest job is known to be young, falling to none as it reaches
-    ``PATIENT_SHARE`` of the target. A fraction of a worker rounded up keeps the queue empty at up to twice the cost of the flow (1.2 workers' need
-    kept by 2), and a large fleet sized for the whole flow keeps it empty where the target
-    allows minutes of waiting; with a 5-minute target a depth policy lets the queue age toward
-    it, and so may this one: the fleet short of the flow lets the age grow, the allowance
-    shrinks as it does, and the fleet settles where the two meet, with the rest of the target
-    left for a worker to boot (the need's drain term grows with the backlog meanwhile). For
-    jobs longer than ``PATIENT_JOB_SHARE`` of the target, :func:`_held_by_long_jobs` keeps the
-    workers that run them."""
+    larger than the flow, whose plan already ends at the target) while a long target leaves the
+    backlog room to build: where ``targetAge`` is at least ``PATIENT_TARGET``, a job takes less
+    than it, and the oldest job is known to be young, falling to none as it reaches
+    ``PATIENT_SHARE`` of the target. A fraction of a worker rounded up keeps the queue empty at
+    up to twice the cost of the flow (1.2 workers' need kept by 2), and a large fleet sized for
+    the whole flow keeps it empty where the target allows minutes of waiting; with a 5-minute
+    target a depth policy lets the queue age toward it, and so may this one: the fleet short of
+    the flow lets the age grow, the allowance shrinks as it does, and the fleet settles where
+    the two meet, with the rest of the target left for a worker to boot (the need's drain term
+    grows with the backlog meanwhile). For jobs longer than ``PATIENT_JOB_SHARE`` of the target,
+    :func:`_held_by_long_jobs` keeps the workers that run them."""
     age = signals.oldest_age
     if spec.target_age < PATIENT_TARGET or not throughput or not spec.worker_concurrency:
         return 0.0
@@ -578,8 +578,9 @@ def _held_by_long_jobs(signals: QueueSignals, spec: TriggerSpec, throughput: flo
 def _longer_job_seconds(spec: TriggerSpec, throughput: float) -> float:
     """The longer of the job time given and the one learned (a window without a mix's long jobs
     learns the short ones' time); ``workerConcurrency`` is set."""
-    given = spec.worker_throughput or throughput
-    return _job_seconds(spec.worker_concurrency or 1, min(throughput, given))
+    learned = _job_seconds(spec.worker_concurrency or 1, throughput)
+    given = given_job_seconds(spec)
+    return learned if given is None else max(given, learned)
 
 
 def _job_seconds(concurrency: int, throughput: float) -> float:

@@ -234,8 +234,9 @@ def _fast_rate(snapshots: Sequence[QueueSnapshot], window: float) -> tuple[float
             return None, 0.0
         if after.arrivals_total < before.arrivals_total:
             return None, 0.0  # the counter was reset
-        counted += after.arrivals_total - before.arrivals_total
-        rates.append((after.arrivals_total - before.arrivals_total) / seconds)
+        arrived = after.arrivals_total - before.arrivals_total
+        counted += arrived
+        rates.append(arrived / seconds)
     span = newest[-1].counted_at - newest[0].counted_at
     return min(statistics.median(rates), counted / span), span
 
