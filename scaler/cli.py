@@ -229,7 +229,8 @@ def _parser() -> argparse.ArgumentParser:
             "--max-new-metadata",
             limits.MAX_NEW_METADATA,
             "trigger metadata maps not seen before waiting to be parsed (one is parsed per turn "
-            "of the event loop; past this, RESOURCE_EXHAUSTED)",
+            "of the event loop, at most --new-metadata-rate a second; past this, "
+            "RESOURCE_EXHAUSTED)",
         ),
         (
             "--max-connections-per-broker",
@@ -245,6 +246,14 @@ def _parser() -> argparse.ArgumentParser:
             metavar="N",
             help=f"most {meaning} (default {default})",
         )
+    bounds.add_argument(
+        "--new-metadata-rate",
+        type=positive_float,
+        default=limits.NEW_METADATA_RATE,
+        metavar="PER_SECOND",
+        help="most trigger metadata maps not seen before parsed a second, so that a flood of "
+        f"them leaves the server room for the triggers it knows (default {limits.NEW_METADATA_RATE:g})",
+    )
     serve_cmd.add_argument(
         "--probe-interval",
         type=_probe_interval,
@@ -389,6 +398,7 @@ def _limits(args: argparse.Namespace) -> limits.Limits:
         max_streams=args.max_streams,
         max_trigger_series=args.max_trigger_series,
         max_new_metadata=args.max_new_metadata,
+        new_metadata_rate=args.new_metadata_rate,
     )
 
 

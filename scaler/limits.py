@@ -30,6 +30,8 @@ MAX_STREAMS = 2000
 MAX_TRIGGER_SERIES = 10000
 #: metadata maps not seen before waiting to be parsed at once (scaler.parse_turns)
 MAX_NEW_METADATA = 256
+#: metadata maps not seen before parsed a second, at most (scaler.parse_turns)
+NEW_METADATA_RATE = 500.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ class Limits:
     max_streams: int = MAX_STREAMS
     max_trigger_series: int = MAX_TRIGGER_SERIES
     max_new_metadata: int = MAX_NEW_METADATA
+    new_metadata_rate: float = NEW_METADATA_RATE
 
     def check_metadata(self, metadata: Mapping[str, str]) -> None:
         """Refuse metadata too large to parse, before anything keeps or parses it."""

@@ -168,7 +168,9 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._specs = SpecCache(self._parse_uncached)
         #: the queues of pool triggers, their globs resolved
         self._pools = PoolQueues(samplers.connections, max_queues=bounds.max_pool_queues)
-        self._parse_turns = ParseTurns(self._limits.max_new_metadata)
+        self._parse_turns = ParseTurns(
+            self._limits.max_new_metadata, self._limits.new_metadata_rate
+        )
 
     # -- the four RPCs ------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
-"""New metadata is parsed one map per turn of the loop, first come first served, and past the
-limit a map is refused at once; a call cancelled while it waits or holds the turn blocks nobody."""
+"""New metadata is parsed one map per turn of the loop, first come first served, at most so many
+a second, and past the limit a map is refused at once; a call cancelled while it waits or holds
+the turn blocks nobody."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -12,7 +14,7 @@ from scaler.parse_turns import ParseTurns
 
 
 async def test_one_map_per_turn_in_arrival_order_with_other_work_running_between() -> None:
-    turns = ParseTurns(max_waiting=10)
+    turns = ParseTurns(max_waiting=10, rate=1e6)
     events: list[str] = []
 
     async def parse(name: str) -> None:
@@ -35,7 +37,7 @@ async def test_one_map_per_turn_in_arrival_order_with_other_work_running_between
 
 
 async def test_past_the_limit_a_map_is_refused_at_once_naming_the_flag() -> None:
-    turns = ParseTurns(max_waiting=2)
+    turns = ParseTurns(max_waiting=2, rate=1e6)
     release = asyncio.Event()
 
     async def hold() -> None:
@@ -55,7 +57,7 @@ async def test_past_the_limit_a_map_is_refused_at_once_naming_the_flag() -> None
 
 
 async def test_a_call_cancelled_waiting_or_holding_the_turn_does_not_block_the_rest() -> None:
-    turns = ParseTurns(max_waiting=10)
+    turns = ParseTurns(max_waiting=10, rate=1e6)
     done: list[str] = []
 
     async def parse(name: str, forever: bool = False) -> None:
@@ -73,3 +75,27 @@ async def test_a_call_cancelled_waiting_or_holding_the_turn_does_not_block_the_r
     await asyncio.wait_for(last, 1.0)
     assert done == ["last"] and turns.waiting == 0
     assert holder.cancelled() and waiter.cancelled()
+
+
+async def test_turns_begin_no_sooner_than_one_over_the_rate_apart() -> None:
+    turns = ParseTurns(max_waiting=10, rate=50.0)  # 20 ms between the starts of two turns
+    loop = asyncio.get_running_loop()
+    starts: list[float] = []
+
+    async def parse() -> None:
+        async with turns.turn():
+            starts.append(loop.time())
+
+    await asyncio.gather(*(parse() for _ in range(4)))
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    assert len(gaps) == 3 and all(gap >= 0.02 - 1e-3 for gap in gaps), gaps
+    # a map arriving once the spacing has passed is parsed at once, not after a further wait
+    await asyncio.sleep(0.03)
+    before = loop.time()
+    await parse()
+    assert starts[-1] - before < 0.01
+
+
+def test_a_rate_of_zero_or_less_is_refused() -> None:
+    with pytest.raises(ValueError, match="rate"):
+        ParseTurns(max_waiting=10, rate=0.0)
