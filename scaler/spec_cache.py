@@ -3,11 +3,14 @@
 KEDA asks about every ScaledObject again and again with the same metadata, a broken one too: a
 repeat costs a lookup, whether the metadata parsed or was refused. Specs and refusals are kept
 apart, each bounded, least recently used dropped first, so that a flood of distinct broken maps
-cannot push the healthy triggers' specs out.
+cannot push the healthy triggers' specs out. An entry is keyed by a digest of its namespace and
+metadata (BLAKE2b, 32 bytes), not by the metadata itself: a refused map may be 16,384 characters,
+and 4,096 of them kept as keys held tens of megabytes after a flood of distinct maps.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Generic, TypeVar
@@ -20,7 +23,7 @@ SPEC_CACHE_SIZE = 4096
 #: distinct (namespace, metadata) pairs whose refusal is kept
 REFUSAL_CACHE_SIZE = 4096
 
-Key = tuple[str, frozenset[tuple[str, str]]]
+Key = bytes
 LruKey = TypeVar("LruKey", bound=Hashable)
 Value = TypeVar("Value")
 Parse = Callable[[str, Mapping[str, str]], TriggerSpec]
@@ -90,7 +93,14 @@ class SpecCache:
 
 
 def spec_key(namespace: str, metadata: Mapping[str, str]) -> Key:
-    return namespace, frozenset(metadata.items())
+    """A digest of the namespace and the metadata, whatever the keys' order: each string
+    length-prefixed, so that no two distinct pairs give the same input."""
+    digest = hashlib.blake2b(digest_size=32)
+    for text in (namespace, *(part for item in sorted(metadata.items()) for part in item)):
+        data = text.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.digest()
 
 
 def _bare(error: ScalerError) -> ScalerError:

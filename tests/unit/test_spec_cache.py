@@ -16,7 +16,7 @@ from scaler.metrics import Metrics
 from scaler.sampler import SamplerRegistry
 from scaler.service import ExternalScalerService
 from scaler.spec import parse_metadata
-from scaler.spec_cache import SpecCache
+from scaler.spec_cache import SpecCache, spec_key
 from scaler.trigger_spec import TriggerSpec
 
 GOOD = {"url": "redis://127.0.0.1:6379/0", "queue": "orders", "format": "sidekiq",
@@ -52,6 +52,18 @@ def test_a_repeated_refusal_costs_one_parse_and_says_the_same() -> None:
     assert all(str(e) == str(first) and e.key == first.key == "targetAeg" for e in later)
     assert len({id(e) for e in raised}) == 3  # each raise has its own traceback
     assert cache.get("shop", GOOD) is cache.get("shop", GOOD) and parse.calls == 3
+
+
+def test_the_key_is_a_small_digest_of_namespace_and_metadata_in_any_order() -> None:
+    big = {**GOOD, "note": "x" * 4000}
+    key = spec_key("team-a", big)
+    assert len(key) == 32  # a 4 KB map is kept under 32 bytes, not its text
+    assert key == spec_key("team-a", dict(reversed(list(big.items()))))  # order does not count
+    assert key != spec_key("team-b", big)  # a profile's namespaces: the namespace counts
+    # where one string ends and the next begins counts: no two distinct maps share a key
+    assert spec_key("", {"ab": "c"}) != spec_key("", {"a": "bc"})
+    assert spec_key("a", {"b": "c"}) != spec_key("", {"ab": "c"})
+    assert spec_key("", {"a": "b", "c": "d"}) != spec_key("", {"a": "bcd"})
 
 
 def test_distinct_refusals_do_not_push_the_specs_out_and_both_are_bounded() -> None:
