@@ -118,6 +118,13 @@ def parse_args(argv: list[str] | None) -> tuple[Options, bool]:
         help="seconds to count ours' Redis commands with no RPCs (5; 0 skips)",
     )
     parser.add_argument(
+        "--serve-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="one more option for ours' serve, repeatable (--serve-option=--event-loop=asyncio)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=1,
@@ -152,6 +159,7 @@ def parse_args(argv: list[str] | None) -> tuple[Options, bool]:
         private_redis=args.redis_url is None and shutil.which("redis-server") is not None,
         pin=args.pin and shutil.which("taskset") is not None,
         rounds=max(1, args.rounds),
+        serve_options=tuple(args.serve_option),
     )
     return options, args.json
 

@@ -37,6 +37,8 @@ class Options:
     private_redis: bool = False
     pin: bool = False
     rounds: int = 1
+    #: more options for ours' ``serve`` (``--event-loop asyncio``, say)
+    serve_options: tuple[str, ...] = ()
 
 
 @dataclass
@@ -241,7 +243,8 @@ async def run_server(
     kind: str, objects: Sequence[dict[str, Any]], options: Options, info: aioredis.Redis
 ) -> Run:
     progress(f"{kind}: starting")
-    async with started_server(kind, options.redis_url, pinning(options)[0]) as (
+    serve_options = ("--no-metrics", *options.serve_options)
+    async with started_server(kind, options.redis_url, pinning(options)[0], serve_options) as (
         pid,
         port,
         log_path,

@@ -305,7 +305,10 @@ def _listening(
 ) -> str:
     """What the server listens on, for people: the ports it has, none it has not."""
     mode = "plain text" if tls is None else "TLS" if tls.client_ca is None else "mutual TLS"
-    parts = [f"serving gRPC ({mode}) on port {port}"]
+    loop = (
+        "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+    )
+    parts = [f"serving gRPC ({mode}, {loop} event loop) on port {port}"]
     if metrics_port is not None:
         parts.append(f"/metrics on port {metrics_port}")
     if health_port is not None:

@@ -53,6 +53,27 @@ def serve_fails(*args: str) -> tuple[int, str]:
     return done.returncode, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "loop"), [([], "uvloop"), (["--event-loop", "asyncio"], "asyncio")]
+)
+def test_serve_runs_on_uvloop_unless_told_asyncio_and_says_which(
+    args: list[str], loop: str
+) -> None:
+    with subprocess.Popen(
+        [COMMAND, "serve", "--port", "0", "--metrics-port", "0", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    ) as process:
+        try:
+            assert process.stderr is not None
+            line = process.stderr.readline()
+            assert f"serving gRPC (plain text, {loop} event loop) on port" in line, line
+        finally:
+            process.terminate()
+            process.wait(timeout=20)
+
+
 def test_a_second_serve_on_the_same_grpc_port_stops_with_one_line() -> None:
     with held_port() as free:
         pass  # a port nobody holds now
