@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from scaler.evaluation import Evaluator
     from scaler.policy import Decision
     from scaler.pool_evaluation import PoolEvaluator
+    from scaler.sampler import Sampler
 
 #: routes kept: above a replica's 10,000 triggers
 ROUTE_CACHE_SIZE = 16_384
@@ -55,6 +56,8 @@ class Route:
     spec: TriggerSpec
     key: TriggerKey
     trigger: Trigger | None = None
+    #: the sampler of a single-queue trigger's queue, as the registry last handed it out
+    sampler: Sampler | None = None
     metric_spec: pb.GetMetricSpecResponse | None = None
     #: the GetMetrics answer of ``answered``, the decision it was built from
     metric_values: pb.GetMetricsResponse | None = None

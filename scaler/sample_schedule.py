@@ -132,6 +132,9 @@ class Demands:
         #: the live demands and their (interval, window, target age) as last worked out ...
         self._live: tuple[Demand, ...] = ()
         self._pace: tuple[float, float, float | None] = (first.interval, first.window, None)
+        #: ... and the shortest slow bound they name (None: none names one), and whether any
+        #: names none (it takes the server's)
+        self._slow_bounds: tuple[float | None, bool] = (None, True)
         #: ... good until then (a demand may expire just after), or a new demand is asked for
         self._recheck_at = -math.inf
 
@@ -139,9 +142,10 @@ class Demands:
         return len(self._asked)
 
     def ask(self, demand: Demand, now: float) -> None:
-        if demand not in self._asked:
-            self._recheck_at = -math.inf
+        known = len(self._asked)
         self._asked[demand] = now
+        if len(self._asked) != known:  # a demand not live before
+            self._recheck_at = -math.inf
 
     def live(self, now: float) -> list[Demand]:
         """The live demands; the ones no longer live are forgotten. When none is live, the one
@@ -161,8 +165,13 @@ class Demands:
     def slow(self, now: float, default: float | None) -> float | None:
         """The shortest slow bound a live trigger asks for, ``default`` (the server's) for one
         that names none; None when that is None (no slow bound: the fast interval always)."""
-        bounds = [d.slow if d.slow is not None else default for d in self._current(now)]
-        return None if None in bounds else min(b for b in bounds if b is not None)
+        self._current(now)
+        named, unnamed = self._slow_bounds
+        if not unnamed:
+            return named
+        if default is None:
+            return None
+        return default if named is None else min(named, default)
 
     def target_age(self, now: float) -> float | None:
         """The smallest targetAge a live trigger asks for."""
@@ -185,6 +194,8 @@ class Demands:
             max(d.window for d in live),
             min(targets) if targets else None,
         )
+        named = [d.slow for d in live if d.slow is not None]
+        self._slow_bounds = (min(named) if named else None, len(named) < len(live))
         # live while now - asked <= lifetime; the one kept past its lifetime stays until
         # another is asked for
         ends = [e for d, asked in self._asked.items() if (e := asked + self._lifetime(d)) >= now]

@@ -201,6 +201,8 @@ class Sampler:
         #: a stream started watching) or the sampler should stop
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: the registry hands this sampler out until it stops (SamplerRegistry.get)
+        self.registered = True
         #: the urgency and the relaxed interval after the newest sample, and the interval then
         #: planned (staleness is judged by it)
         self.urgency = Urgency.CHANGING
@@ -232,13 +234,7 @@ class Sampler:
         to the slow bound; no shorter than the broker's budget allows."""
         return self._actual(time.monotonic())
 
-    def ask(
-        self,
-        interval: float,
-        window: float,
-        target_age: float | None = None,
-        slow: float | None = None,
-    ) -> None:
+    def ask(self, demand: Demand) -> None:
         """Note a trigger's request: keeps the sampler alive and its demand live. An interval
         shorter than the one followed so far takes effect now, not after the current pause; so
         does the fast interval when KEDA asks after a pause (:data:`ASK_PAUSE`)."""
@@ -246,7 +242,8 @@ class Sampler:
         paused = now - self._last_asked > ASK_PAUSE
         self._last_asked = now
         before = self._demands.interval(now)
-        self._demands.ask(Demand(interval, window, target_age, slow), now)
+        self._demands.ask(demand, now)
+        interval = demand.interval
         if paused:
             self._fast_until = now + FAST_AFTER_ASK
         if interval < before:  # a trigger asks for fresher samples: they are judged by its
@@ -265,16 +262,29 @@ class Sampler:
         request that finds the newest snapshot too old while the source is healthy and a sample
         is under way or due within that time (the first at a faster trigger's interval). A
         failing source is answered at once, with its last error."""
+        now = time.monotonic()
+        # whether the newest sample is too old as of ``now`` (None: to be worked out again,
+        # after a wait)
+        stale: bool | None = None
         if not self._first.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(first_timeout):
                     await self._first.wait()
-        elif self._too_old() and self.last_error is None and self._due_within(first_timeout):
+        elif (
+            (stale := self._too_old(now))
+            and self.last_error is None
+            and self._due_within(first_timeout)
+        ):
             await self.wait_for_sample(first_timeout)
-        elif self._reads_on_ask():
+            stale = None
+        elif self._reads_on_ask(now):
             self._read_now = True
             self._wake.set()
             await self.wait_for_sample(first_timeout)
+            stale = None
+        if stale is None:
+            now = time.monotonic()
+            stale = self._too_old(now)
         if isinstance(self.last_error, QueueMisconfigured):  # not a blip: the newest sample's
             raise QueueMisconfigured(str(self.last_error))  # answer, whatever came before
         if not self._history:
@@ -286,13 +296,13 @@ class Sampler:
             raise SampleStale(
                 f"the newest read of {self.source.describe()} failed: {self.last_error}"
             )
-        if self._too_old():
-            age = time.monotonic() - self._last_success
+        if stale:
+            age = now - self._last_success
             detail = f"; last error: {self.last_error}" if self.last_error else ""
             raise SampleStale(
                 f"the newest sample of {self.source.describe()} is {age:.1f}s old "
                 f"(more than {STALE_AFTER_INTERVALS} sample intervals of "
-                f"{self._stale_interval():g}s){detail}"
+                f"{self._stale_interval(now):g}s){detail}"
             )
         return self._history.view  # immutable: the next sample makes a new one
 
@@ -314,7 +324,7 @@ class Sampler:
             self._watchers -= 1
             self._last_asked = time.monotonic()
 
-    def _reads_on_ask(self) -> bool:
+    def _reads_on_ask(self, now: float) -> bool:
         """A queue near its target (not watched: then it is read every WATCHED_INTERVAL) is
         read when KEDA asks if its newest sample is older than the fast interval (or than its
         broker's budget allows), its source healthy; the call waits for that read (up to the
@@ -323,22 +333,23 @@ class Sampler:
             return False
         if self.last_error is not None:
             return False
-        now = time.monotonic()
         return self._sampling or now - self._last_success > self._paced_fast(now)
 
-    def _too_old(self) -> bool:
-        age = time.monotonic() - self._last_success
-        return age > STALE_AFTER_INTERVALS * self._stale_interval()
+    def _too_old(self, now: float) -> bool:
+        age = now - self._last_success
+        if self.last_error is None and age <= STALE_AFTER_INTERVALS * self._planned:
+            return False  # the stale interval is at least the planned one: no need to work it out
+        return age > STALE_AFTER_INTERVALS * self._stale_interval(now)
 
-    def _stale_interval(self) -> float:
+    def _stale_interval(self, now: float) -> float:
         """The interval a sample's age is judged by: the one planned after the newest sample,
         or the one in force now if longer (a budget that stretched it), never the configured
         minimum alone. Once a read has failed, the queue's quiet is no longer known: the newest
         sample is judged by the interval retries start from (the fast one), so an idle queue
         relaxed to the slow bound does not answer a sample from before an outage for minutes."""
         if self.last_error is not None:
-            return self._paced_fast(time.monotonic())
-        return max(self._planned, self.actual_interval)
+            return self._paced_fast(now)
+        return max(self._planned, self._actual(now))
 
     def _paced_fast(self, now: float) -> float:
         """The fast interval, no shorter than its broker's budget allows: how fresh a queue
@@ -368,10 +379,11 @@ class Sampler:
         interval = self._demands.interval(now)
         return min(interval, WATCHED_INTERVAL) if self._watchers else interval
 
-    def _slow(self, now: float) -> float:
+    def _slow(self, now: float, fast: float | None = None) -> float:
         """The slow bound: the live triggers' shortest ``slowSampleInterval`` (the server's for
-        a trigger without one), never below the fast interval."""
-        fast = self._fast(now)
+        a trigger without one), never below the fast interval (``fast``, where worked out)."""
+        if fast is None:
+            fast = self._fast(now)
         slow = self._demands.slow(now, self.slow_interval)
         return fast if slow is None else max(fast, slow)
 
@@ -387,7 +399,7 @@ class Sampler:
         fast = self._fast(now)
         if self._urgency_now(now).fast:
             return fast
-        return max(fast, min(self._slow(now), self._relaxed))
+        return max(fast, min(self._slow(now, fast), self._relaxed))
 
     def _actual(self, now: float) -> float:
         interval = self._unpaced(now)
@@ -614,8 +626,12 @@ class SamplerRegistry:
     def __len__(self) -> int:
         return len(self._samplers)
 
-    def get(self, spec: TriggerSpec) -> Sampler:
-        """The sampler of ``spec``'s queue, started if needed, noted as asked."""
+    def get(self, spec: TriggerSpec, known: Sampler | None = None) -> Sampler:
+        """The sampler of ``spec``'s queue, started if needed, noted as asked; ``known``, the one
+        an earlier call got for the same spec, saves the lookup while it still samples."""
+        if known is not None and known.registered:
+            known.ask(spec.demand)
+            return known
         sampler = self._samplers.get(spec.source)
         if sampler is None:
             if self._closed:
@@ -626,12 +642,7 @@ class SamplerRegistry:
                 spec.source,
                 self._open_adapter(spec.source, self.connections),
                 self._metrics,
-                Demand(
-                    spec.sample_interval,
-                    spec.rate_window,
-                    spec.target_age,
-                    spec.slow_sample_interval,
-                ),
+                spec.demand,
                 idle_after=self._idle_after,
                 live_for=self.live_for,
                 max_history=self._max_history,
@@ -651,9 +662,7 @@ class SamplerRegistry:
                 self._writer = asyncio.create_task(self._write_checkpoints(), name="checkpoints")
             sampler.start(self._forget)
             log.info("started sampling %s every %gs", spec.source.describe(), spec.sample_interval)
-        sampler.ask(
-            spec.sample_interval, spec.rate_window, spec.target_age, spec.slow_sample_interval
-        )
+        sampler.ask(spec.demand)
         return sampler
 
     def _pacer(self, url: str) -> BrokerPacer | None:
@@ -683,6 +692,7 @@ class SamplerRegistry:
             )
 
     def _forget(self, sampler: Sampler) -> None:
+        sampler.registered = False
         if self._samplers.get(sampler.source) is sampler:
             del self._samplers[sampler.source]
             url = sampler.source.url

@@ -182,7 +182,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     ) -> pb.GetMetricSpecResponse:
         route = await self.route_of(request)
         spec = route.spec
-        await self._samplers_of(spec)  # start sampling now, so GetMetrics finds it warm
+        await self._samplers_of(route)  # start sampling now, so GetMetrics finds it warm
         if self._probes is not None and spec.dependencies:  # and reading the dependencies
             await self._probes.figures(spec, first_timeout=0.0)
         if route.metric_spec is None:
@@ -247,7 +247,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             route = await self.route_of(request)
             spec = route.spec
             self._check_stream_room()
-            samplers = await self._samplers_of(spec)
+            samplers = await self._samplers_of(route)
             with self._stream_open(), contextlib.ExitStack() as watching:
                 for sampler in samplers:
                     watching.enter_context(sampler.watched())
@@ -314,11 +314,13 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             metadata, self._profiles, namespace=namespace, urls=self._urls, bounds=self._bounds
         )
 
-    async def _samplers_of(self, spec: TriggerSpec) -> list[Sampler]:
+    async def _samplers_of(self, route: Route) -> list[Sampler]:
         """The samplers of the trigger's queue, or of each queue of its pool, started if need
         be."""
+        spec = route.spec
         if spec.pool is None:
-            return [self._samplers.get(spec)]
+            route.sampler = self._samplers.get(spec, route.sampler)
+            return [route.sampler]
         queues = await self._pools.resolve(spec)
         return [self._samplers.get(member_spec(spec, queue)) for queue in queues]
 
@@ -378,9 +380,11 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         if spec.pool is not None:
             pool = await self.evaluate_pool(ref, spec, route)
             return _driving_signals(pool), pool.decision
-        sampler = self._samplers.get(spec)
+        sampler = self._samplers.get(spec, None if route is None else route.sampler)
+        if route is not None:
+            route.sampler = sampler
         history = await sampler.history(self._first_sample_timeout)
-        figures = await self._figures(spec)
+        figures = _NO_FIGURES if not spec.dependencies else await self._figures(spec)
         key, trigger = self._trigger(ref, spec, route)
         evaluation = trigger.evaluator.evaluate(history, spec, sampler.arrivals, figures)
         signals = evaluation.signals
@@ -402,14 +406,15 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         other ScaledObjects (and a pool trigger's queues' allotments of it); recorded and logged
         once per sample and probe figures (``fresh``), and whenever the budgets change it."""
         namespace, name, spec = key
-        lateness = None if pool is None else pool.lateness
-        decision = self._budgets.apply(
-            namespace, name, key, spec, signals, decision, time.monotonic(), lateness
-        )
+        if spec.dependencies:  # none: nothing shared, no budget to apply
+            lateness = None if pool is None else pool.lateness
+            decision = self._budgets.apply(
+                namespace, name, key, spec, signals, decision, time.monotonic(), lateness
+            )
         if pool is not None:
             pool = with_total(pool, decision)
             decision = pool.decision
-        if fresh or decision != trigger.recorded:
+        if fresh or (decision is not trigger.recorded and decision != trigger.recorded):
             trigger.recorded = decision
             self._metrics.record_decision(namespace, name, spec, signals, decision)
             if pool is not None:

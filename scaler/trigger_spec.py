@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from brokers.base import QueueSource
 from scaler.pool_spec import PoolSpec
+from scaler.sample_schedule import Demand
 
 DEFAULT_TARGET_AGE = 60.0
 DEFAULT_RATE_WINDOW = 60.0
@@ -101,6 +102,13 @@ class TriggerSpec:
     def has_ceiling(self) -> bool:
         """Whether anything bounds the workers: ``maxWorkers`` or a dependency (static or probed)."""
         return self.max_workers is not None or bool(self.dependencies)
+
+    @functools.cached_property
+    def demand(self) -> Demand:
+        """What this trigger asks of its queue's sampler (built once: KEDA's every call asks)."""
+        return Demand(
+            self.sample_interval, self.rate_window, self.target_age, self.slow_sample_interval
+        )
 
     @functools.cached_property
     def metric_name(self) -> str:

@@ -247,3 +247,7 @@ def test_the_slow_bound_is_the_shortest_a_live_trigger_asks_the_servers_for_the_
     assert demands.slow(1.0, default=30.0) == 10.0
     assert demands.slow(1.0, default=5.0) == 5.0
     assert demands.slow(1.0, default=None) is None  # the server reads it fast always
+    later = 1.0 + demands.live_for + 1.0  # the trigger that named 10 s stopped asking
+    assert demands.slow(later, default=30.0) == 30.0
+    demands.ask(Demand(1.0, 60.0, slow=20.0), now=later)  # a new one names its own again
+    assert demands.slow(later, default=30.0) == 20.0

@@ -218,6 +218,27 @@ async def test_a_queue_that_never_answered_stops_once_no_trigger_is_live_on_it()
         await samplers.aclose(2.0)
 
 
+async def test_a_known_sampler_is_handed_back_while_it_samples_and_replaced_once_it_stopped(
+    adapters: Adapters,
+) -> None:
+    """A route keeps the sampler it was given (the service's fast path): the registry hands it
+    back, with the trigger's demand renewed, until the sampler stops; then a new one samples."""
+    samplers = SamplerRegistry(adapters, Metrics(), idle_after=0.3)
+    try:
+        first = samplers.get(spec(0.1))
+        assert samplers.get(spec(0.05), known=first) is first
+        assert first.interval == 0.05  # the demand of the call that passed it is noted
+        async with asyncio.timeout(5.0):  # nobody asks: idle after 0.3 s, stopped
+            while len(samplers):
+                await asyncio.sleep(0.05)
+        assert not first.registered and adapters.by_queue["q"].closed
+        second = samplers.get(spec(0.1), known=first)
+        assert second is not first and second.registered and len(samplers) == 1
+        await second.history(first_timeout=1.0)  # and it samples
+    finally:
+        await samplers.aclose(2.0)
+
+
 async def test_the_error_kept_for_the_answers_holds_none_of_the_failed_samples_objects() -> None:
     class Buffer:
         """Stands for what a failed sample held: a connection, its buffers."""
