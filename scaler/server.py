@@ -41,7 +41,12 @@ from scaler.history_checkpoint import Checkpoints
 from scaler.limits import Limits
 from scaler.metrics import Metrics
 from scaler.pool_spec import DEFAULT_MAX_POOL_QUEUES
-from scaler.process_memory import freeze_startup_objects, release_free_memory_every
+from scaler.process_memory import (
+    freeze_collection_survivors,
+    freeze_startup_objects,
+    full_pass_every,
+    release_free_memory_every,
+)
 from scaler.profiles import Profile, as_profiles
 from scaler.sample_schedule import SLOW_INTERVAL
 from scaler.sampler import IDLE_AFTER, SamplerRegistry
@@ -377,7 +382,10 @@ async def serve(config: ServerConfig) -> None:
         log.debug(
             "%d objects made at start left out of garbage collection", freeze_startup_objects()
         )
+        freeze_collection_survivors()
         trimming = asyncio.create_task(release_free_memory_every())
+        full_passes = asyncio.create_task(full_pass_every())
         await stop.wait()
         trimming.cancel()
+        full_passes.cancel()
         _exit_after(config.grace + FORCE_EXIT_AFTER_GRACE)

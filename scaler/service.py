@@ -434,6 +434,8 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         for key in idle:
             self._triggers.pop(key).forgotten = True
         self._metrics.keep_budgets(self._budgets.snapshot(now))
+        if not idle:
+            return
         kept = {Metrics.trigger_labels(ns, name, spec) for ns, name, spec in self._triggers}
         for ns, name, spec in idle:
             labels = Metrics.trigger_labels(ns, name, spec)

@@ -55,3 +55,37 @@ def test_freed_memory_goes_back_to_the_system() -> None:
     figures = json.loads(run.stdout)
     assert figures["freed"] > 150  # MB: the C library kept what Python freed
     assert figures["released"] and figures["after"] < figures["freed"] - 100
+
+
+SURVIVORS = """
+import gc, json
+from scaler.process_memory import freeze_collection_survivors, full_pass
+
+class Node:
+    def __init__(self):
+        self.other = self  # a cycle: only the cyclic collector frees it
+
+freeze_collection_survivors()
+kept = [Node() for _ in range(10_000)]  # what a server keeps: samplers, histories
+gc.collect()  # a full collection: what it kept is frozen
+after_full = gc.get_freeze_count()
+walked = len(gc.get_objects())  # what the next full collection walks
+kept.clear()  # frozen objects that became cyclic garbage
+freed_by_full = gc.collect()  # a full collection does not walk them
+print(json.dumps({
+    "threshold": gc.get_threshold(), "after_full": after_full, "walked": walked,
+    "freed_by_full": freed_by_full, "freed_by_pass": full_pass(),
+}))
+"""
+
+
+def test_what_a_full_collection_keeps_is_frozen_and_a_full_pass_still_frees_it() -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", SURVIVORS], capture_output=True, text=True, check=True, timeout=60
+    )
+    figures = json.loads(run.stdout)
+    assert figures["threshold"][2] == 1  # a full collection is due after each middle one
+    assert figures["after_full"] >= 10_000  # the kept nodes among what was frozen
+    assert figures["walked"] < 1_000  # the next full collection walks none of them ...
+    assert figures["freed_by_full"] < 10_000  # ... nor frees them once they are garbage
+    assert figures["freed_by_pass"] >= 10_000  # the pass over everything does
