@@ -10,10 +10,12 @@ What the server makes later lives long too (each queue's sampler, history and se
 10,000 queues a full collection walked 1.2 million objects, held the loop for 1.0-1.2 s, found
 almost nothing to collect, and came every 30 s (CPython runs one once a quarter more objects
 than the last one kept have outlived the young collections). :func:`freeze_collection_survivors`
-freezes what each full collection kept, so the next one walks only what survived since; what was
-frozen and has become cyclic garbage since is collected by a full pass over everything every
-:data:`FULL_PASS_EVERY` (:func:`full_pass_every`), so nothing is kept for good. Objects that
-refcounting frees (most of them) are freed at once, frozen or not.
+freezes what each full collection kept, so the next one walks only what survived since. What
+was frozen and has become cyclic garbage since (a call in flight at the collection, refused
+later: its exception's frames) is collected by a full pass over everything
+(:func:`full_passes`): once the frozen objects grew by a quarter since the last pass, a minute
+after it at the soonest, and every 10 minutes at the latest, so nothing is kept for good.
+Objects that refcounting frees (most of them) are freed at once, frozen or not.
 
 What the server frees goes back to the C library, which keeps most of it (the blocks between
 live ones); :func:`release_free_memory_every` hands it back to the system every minute.
@@ -26,14 +28,21 @@ import ctypes
 import functools
 import gc
 import importlib
+import time
 from collections.abc import Callable
 
 from brokers.formats import FORMATS
 
 #: how often the free memory is handed back to the system
 TRIM_EVERY = 60.0
-#: how often a full collection walks the frozen objects too
+#: a full pass over the frozen objects too is due once they are this share more than after the
+#: last pass (cyclic garbage that frozen objects hold: a flood of refused calls leaves some) ...
+FULL_PASS_GROWTH = 0.25
+#: ... but no sooner than this after the last, and at the latest this long after it
+FULL_PASS_SPACING = 60.0
 FULL_PASS_EVERY = 600.0
+#: how often the frozen objects are counted
+FULL_PASS_CHECK = 10.0
 #: CPython's oldest generation: its collections are the full ones
 _OLDEST = 2
 
@@ -76,11 +85,22 @@ def full_pass() -> int:
     return gc.collect()
 
 
-async def full_pass_every(seconds: float = FULL_PASS_EVERY) -> None:
-    """:func:`full_pass` every ``seconds``, until cancelled."""
+def full_pass_due(frozen: int, after_last: int, since_last: float) -> bool:
+    """Whether a full pass is due: ``frozen`` objects now, ``after_last`` after the last pass,
+    ``since_last`` seconds ago."""
+    if since_last >= FULL_PASS_EVERY:
+        return True
+    return since_last >= FULL_PASS_SPACING and frozen > after_last * (1 + FULL_PASS_GROWTH)
+
+
+async def full_passes(check: float = FULL_PASS_CHECK) -> None:
+    """:func:`full_pass` whenever one is due (:func:`full_pass_due`), until cancelled."""
+    after_last, last = gc.get_freeze_count(), time.monotonic()
     while True:
-        await asyncio.sleep(seconds)
-        full_pass()
+        await asyncio.sleep(check)
+        if full_pass_due(gc.get_freeze_count(), after_last, time.monotonic() - last):
+            full_pass()
+            after_last, last = gc.get_freeze_count(), time.monotonic()
 
 
 def release_free_memory() -> bool:

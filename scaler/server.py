@@ -44,7 +44,7 @@ from scaler.pool_spec import DEFAULT_MAX_POOL_QUEUES
 from scaler.process_memory import (
     freeze_collection_survivors,
     freeze_startup_objects,
-    full_pass_every,
+    full_passes,
     release_free_memory_every,
 )
 from scaler.profiles import Profile, as_profiles
@@ -384,8 +384,8 @@ async def serve(config: ServerConfig) -> None:
         )
         freeze_collection_survivors()
         trimming = asyncio.create_task(release_free_memory_every())
-        full_passes = asyncio.create_task(full_pass_every())
+        collecting = asyncio.create_task(full_passes())
         await stop.wait()
         trimming.cancel()
-        full_passes.cancel()
+        collecting.cancel()
         _exit_after(config.grace + FORCE_EXIT_AFTER_GRACE)

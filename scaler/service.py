@@ -12,9 +12,10 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import grpc
+from google.protobuf.message import Message
 
 from scaler.bounds import UNBOUNDED, Bounds
 from scaler.budget_registry import BudgetRegistry
@@ -55,6 +56,12 @@ FIRST_SAMPLE_TIMEOUT = 1.0
 #: while active, StreamIsActive repeats ``true`` this often
 STREAM_REPEAT = 1.0
 
+#: what a unary method returns beside an error status (gRPC sends the status, KEDA reads only it)
+_REFUSED: dict[str, Message] = {
+    "GetMetricSpec": pb.GetMetricSpecResponse(),
+    "GetMetrics": pb.GetMetricsResponse(),
+    "IsActive": pb.IsActiveResponse(),
+}
 _ACTIVE = pb.IsActiveResponse(result=True)
 _INACTIVE = pb.IsActiveResponse(result=False)
 _NO_FIGURES: Mapping[str, ProbeFigure] = {}
@@ -98,8 +105,8 @@ def _answers(
         try:
             return await method(self, request, context)
         except ScalerError as error:
-            await self._abort(method.__name__, error, context)
-            raise  # unreachable: abort raises
+            self._refuse(method.__name__, error, context)
+            return cast(Response, _REFUSED[method.__name__])
 
     return wrapper
 
@@ -264,7 +271,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                     await self._next_sample_or_shutdown(_any_sample(samplers, STREAM_REPEAT))
         except ScalerError as error:
             if not self.shutting_down.is_set():  # at shutdown the stream ends with OK
-                await self._abort("StreamIsActive", error, context)
+                self._refuse("StreamIsActive", error, context)
 
     # -- shared steps -------------------------------------------------------------------------
 
@@ -467,10 +474,14 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             shutdown.cancel()
             waiting.cancel()
 
-    async def _abort(
+    def _refuse(
         self, method: str, error: ScalerError, context: grpc.aio.ServicerContext[Request, Response]
     ) -> None:
+        """End the call with the error's status. Set on the context, not raised with
+        ``context.abort``: its exception's traceback and gRPC's frames form a cycle per refused
+        call, which only the cyclic collector frees (scaler.process_memory)."""
         code, message = status_of(error)
         self._metrics.record_rpc_error(method, code.name)
         log.debug("%s -> %s: %s", method, code.name, message)
-        await context.abort(code, message)
+        context.set_code(code)
+        context.set_details(message)

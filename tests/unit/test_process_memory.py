@@ -89,3 +89,13 @@ def test_what_a_full_collection_keeps_is_frozen_and_a_full_pass_still_frees_it()
     assert figures["walked"] < 1_000  # the next full collection walks none of them ...
     assert figures["freed_by_full"] < 10_000  # ... nor frees them once they are garbage
     assert figures["freed_by_pass"] >= 10_000  # the pass over everything does
+
+
+def test_a_full_pass_is_due_once_the_frozen_objects_grew_a_quarter_and_a_minute_passed() -> None:
+    from scaler.process_memory import full_pass_due
+
+    assert not full_pass_due(frozen=124_000, after_last=100_000, since_last=50.0)
+    assert not full_pass_due(frozen=124_000, after_last=100_000, since_last=120.0)  # grew 24%
+    assert not full_pass_due(frozen=200_000, after_last=100_000, since_last=30.0)  # too soon
+    assert full_pass_due(frozen=126_000, after_last=100_000, since_last=60.0)
+    assert full_pass_due(frozen=100_000, after_last=100_000, since_last=600.0)  # the latest
