@@ -326,10 +326,17 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         be."""
         spec = route.spec
         if spec.pool is None:
-            route.sampler = self._samplers.get(spec, route.sampler)
-            return [route.sampler]
+            return [self._sampler_of(spec, route)]
         queues = await self._pools.resolve(spec)
         return [self._samplers.get(member_spec(spec, queue)) for queue in queues]
+
+    def _sampler_of(self, spec: TriggerSpec, route: Route | None) -> Sampler:
+        """A single-queue trigger's sampler, kept on its route: the registry's lookup is
+        skipped while the sampler the route holds still samples."""
+        sampler = self._samplers.get(spec, None if route is None else route.sampler)
+        if route is not None:
+            route.sampler = sampler
+        return sampler
 
     async def evaluate_pool(
         self, ref: pb.ScaledObjectRef, spec: TriggerSpec, route: Route | None = None
@@ -387,9 +394,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         if spec.pool is not None:
             pool = await self.evaluate_pool(ref, spec, route)
             return _driving_signals(pool), pool.decision
-        sampler = self._samplers.get(spec, None if route is None else route.sampler)
-        if route is not None:
-            route.sampler = sampler
+        sampler = self._sampler_of(spec, route)
         history = await sampler.history(self._first_sample_timeout)
         figures = _NO_FIGURES if not spec.dependencies else await self._figures(spec)
         key, trigger = self._trigger(ref, spec, route)
