@@ -29,6 +29,7 @@ import pika
 from brokers.rabbitmq import RabbitQueueAdapter
 from brokers.registry import open_adapter
 from scaler.evaluation import Evaluator
+from scaler.metric_rows import PREFIX
 from scaler.metrics import Metrics
 from scaler.sampler import SamplerRegistry
 from scaler.spec import parse_metadata
@@ -90,7 +91,11 @@ async def cost(url: str, count: int, seconds: float) -> None:
 
 def _samples(metrics: Metrics) -> float:
     return sum(
-        s.value for s in next(iter(metrics.samples.collect())).samples if s.name.endswith("_total")
+        sample.value
+        for family in metrics.registry.collect()
+        if family.name == f"{PREFIX}_samples"
+        for sample in family.samples
+        if sample.name.endswith("_total")
     )
 
 

@@ -18,7 +18,8 @@ from brokers.base import Precision, QueueSnapshot, QueueSource, Reading, WorkerR
 from brokers.formats import End
 from brokers.redis_options import ListLayout
 from scaler.arrival_history import ArrivalHistory
-from scaler.metrics import PREFIX, Metrics
+from scaler.metric_rows import PREFIX
+from scaler.metrics import Metrics
 from scaler.signals import compute_signals
 
 ROOT = Path(__file__).resolve().parents[2]

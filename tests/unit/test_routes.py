@@ -8,7 +8,7 @@ import time
 
 from brokers.memory import MemoryBroker
 from scaler.generated import externalscaler_pb2 as pb
-from scaler.metrics import PREFIX
+from scaler.metric_rows import PREFIX
 from scaler.routes import Route, Routes
 from scaler.spec import parse_metadata
 from tests.unit.test_service_memory import DEADLINE, push, ref, serving
