@@ -80,9 +80,15 @@ def _freeze_survivors(phase: str, info: dict[str, int]) -> None:
 
 def full_pass() -> int:
     """One full collection over every object, the frozen ones too (they are frozen again
-    after it, where :func:`freeze_collection_survivors` is on); how many it collected."""
+    after it, where :func:`freeze_collection_survivors` is on); how many it collected.
+
+    A second full collection follows, over nothing but what the first left young: CPython
+    holds the next automatic one until a quarter as many objects as the last one kept have
+    reached the oldest generation, and after a pass over everything that would be hundreds of
+    thousands, walked in one pause (140 ms at 10,000 queues)."""
     gc.unfreeze()
-    return gc.collect()
+    collected = gc.collect()
+    return collected + gc.collect()
 
 
 def full_pass_due(frozen: int, after_last: int, since_last: float) -> bool:

@@ -99,3 +99,28 @@ def test_a_full_pass_is_due_once_the_frozen_objects_grew_a_quarter_and_a_minute_
     assert not full_pass_due(frozen=200_000, after_last=100_000, since_last=30.0)  # too soon
     assert full_pass_due(frozen=126_000, after_last=100_000, since_last=60.0)
     assert full_pass_due(frozen=100_000, after_last=100_000, since_last=600.0)  # the latest
+
+
+AFTER_PASS = """
+import gc, json
+from scaler.process_memory import freeze_collection_survivors, full_pass
+
+kept = [[i] for i in range(200_000)]  # what a server at thousands of queues keeps
+freeze_collection_survivors()
+gc.collect()
+full_pass()
+full = []
+gc.callbacks.append(lambda phase, info: phase == "stop" and info["generation"] == 2 and full.append(1))
+made = [[i] for i in range(20_000)]  # new objects that live on, a tenth of the kept ones
+print(json.dumps({"full_collections": len(full)}))
+"""
+
+
+def test_full_collections_go_on_walking_little_after_a_full_pass() -> None:
+    """CPython holds the next full collection until a quarter as many objects as the last one
+    kept have reached the oldest generation: after a pass over everything (200,000 objects),
+    that would be 50,000 new survivors, walked in one long pause."""
+    run = subprocess.run(
+        [sys.executable, "-c", AFTER_PASS], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(run.stdout)["full_collections"] >= 1
