@@ -13,6 +13,7 @@ import redis
 from brokers.connections import MAX_CONNECTIONS_PER_BROKER
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.generated import externalscaler_pb2_grpc as pb_grpc
+from scaler.limits import Limits
 from scaler.server import RunningServer, ServerConfig, running_server
 from tests.integration.conftest import RedisProcess
 
@@ -41,7 +42,13 @@ async def test_many_samplers_of_one_redis_share_a_bounded_pool(own_redis: RedisP
     for index in range(QUEUES):
         client.rpush(f"q{index}", "job")
     config = ServerConfig(
-        host="127.0.0.1", port=0, metrics_port=None, grace=2.0, min_sample_interval=0.1
+        host="127.0.0.1",
+        port=0,
+        metrics_port=None,
+        grace=2.0,
+        min_sample_interval=0.1,
+        # all 300 maps come at once: more than --max-new-metadata's default may wait
+        limits=Limits(max_new_metadata=QUEUES),
     )
     async with (
         running_server(config) as server,
