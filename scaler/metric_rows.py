@@ -7,14 +7,16 @@ children and 600,000 objects the garbage collector walked at each full collectio
 it walked), and about 150 MB. A row is one object: its values are tuples of floats and of
 strings, which the collector stops tracking once it has seen them. Rows are replaced or changed
 on the event loop and read on the metrics server's thread: the dicts of rows change under a
-lock, and a scrape copies them under it; a row's fields are each replaced whole.
+lock, and a scrape copies them under it; a row's fields are each replaced whole. Each family is
+a collector of its own, so a scrape that names the metrics it wants builds only those.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -109,9 +111,9 @@ class TriggerRow:
     pool: tuple[tuple[str, float, float, float], ...] = ()
 
 
-class MetricRows(Collector):
+class MetricRows:
     """Every queue's and trigger's row, by their labels (:data:`QUEUE_LABELS`,
-    :data:`TRIGGER_LABELS`), collected as metric families."""
+    :data:`TRIGGER_LABELS`), and the collectors that turn them into metric families."""
 
     def __init__(self) -> None:
         self.queues: dict[tuple[str, ...], QueueRow] = {}
@@ -134,115 +136,200 @@ class MetricRows(Collector):
         with self.lock:
             self.triggers.pop(labels, None)
 
+    def queue_rows(self) -> list[tuple[tuple[str, ...], QueueRow]]:
+        with self.lock:
+            return list(self.queues.items())
+
+    def trigger_rows(self) -> list[tuple[tuple[str, ...], TriggerRow]]:
+        with self.lock:
+            return list(self.triggers.items())
+
+    def collectors(self) -> list[Collector]:
+        """One collector per family, to register: a scrape that names the metrics it wants
+        (``/metrics?name[]=...``) builds those families only (at 10,000 queues, all of them
+        are about 290,000 series, seconds of the metrics thread holding the GIL)."""
+        queues, triggers = self.queue_rows, self.trigger_rows
+        return [
+            *(_Family(queues, make, add) for make, add in _QUEUE_FAMILIES),
+            *(_Family(triggers, make, add) for make, add in _TRIGGER_FAMILIES),
+        ]
+
+
+class _Family(Collector):
+    """One metric family, built from the rows at each scrape."""
+
+    def __init__(
+        self,
+        rows: Callable[[], list[tuple[tuple[str, ...], Any]]],
+        make: Callable[[], Metric],
+        add: Callable[[Metric, tuple[str, ...], Any], None],
+    ) -> None:
+        self._rows, self._make, self._add = rows, make, add
+
     def describe(self) -> Iterator[Metric]:
-        """The families, without series: the registry learns their names from them (a scrape
-        that names the metrics it wants, ``/metrics?name[]=...``, needs them)."""
-        yield from _queue_families([])
-        yield from _trigger_families([])
+        """The family without series: the registry learns its name from it."""
+        yield self._make()
 
     def collect(self) -> Iterator[Metric]:
-        with self.lock:
-            queues = list(self.queues.items())
-            triggers = list(self.triggers.items())
-        yield from _queue_families(queues)
-        yield from _trigger_families(triggers)
+        family = self._make()
+        for labels, row in self._rows():
+            self._add(family, labels, row)
+        yield family
 
 
-def _gauge(name: str, doc: str, labels: Iterable[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=list(labels))
+def _gauge(name: str, doc: str, labels: Iterable[str]) -> Callable[[], Metric]:
+    return lambda: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=list(labels))
 
 
-def _queue_families(rows: list[tuple[tuple[str, ...], QueueRow]]) -> Iterator[Metric]:
-    gauges = [_gauge(name, doc, QUEUE_LABELS) for name, doc in QUEUE_GAUGES]
-    samples = CounterMetricFamily(f"{PREFIX}_samples", "Samples taken", labels=QUEUE_LABELS)
-    provenance = _gauge(
-        "queue_figure_precision",
-        "1 for how precise the queue's in_flight, consumers and slots are, and where they "
-        "come from",
-        (*QUEUE_LABELS, "figure", "precision", "source"),
-    )
-    age = _gauge(
-        "queue_figure_age_seconds",
-        "How old the queue's in_flight, consumers and slots were when read: a figure the "
-        "library writes at a heartbeat is as old as the heartbeat (Sidekiq's, up to 5 s)",
-        (*QUEUE_LABELS, "figure"),
-    )
-    for labels, row in rows:
-        for gauge, value in zip(gauges, row.values, strict=True):
-            gauge.add_metric(labels, value)
-        samples.add_metric(labels, row.samples)
-        for name, seconds, (precision, source) in zip(
-            FIGURES, row.figure_ages, row.figure_provenances, strict=True
-        ):
-            provenance.add_metric((*labels, name, precision, source), 1)
-            age.add_metric((*labels, name), seconds)
-    yield from gauges
-    yield samples
-    yield provenance
-    yield age
+def _queue_value(index: int) -> Callable[[Metric, tuple[str, ...], QueueRow], None]:
+    def add(family: Metric, labels: tuple[str, ...], row: QueueRow) -> None:
+        cast("GaugeMetricFamily", family).add_metric(labels, row.values[index])
+
+    return add
 
 
-def _trigger_families(rows: list[tuple[tuple[str, ...], TriggerRow]]) -> Iterator[Metric]:
-    gauges = [_gauge(name, doc, TRIGGER_LABELS) for name, doc in TRIGGER_GAUGES]
-    decision = _gauge(
-        "decision",
-        "1 for the reason behind the trigger's current decision",
-        (*TRIGGER_LABELS, "reason"),
-    )
-    precision = _gauge(
-        "signal_precision",
-        "1 for how precise each signal of the trigger is, and where it comes from",
-        (*TRIGGER_LABELS, "signal", "precision", "source"),
-    )
-    ceiling = _gauge(
-        "dependency_ceiling_workers",
-        "Most workers each dependency of the trigger allows now, and where the figure comes "
-        "from: static, live, last good, fallback or hold",
-        (*TRIGGER_LABELS, "dependency", "source"),
-    )
-    knee = _gauge(
-        "knee",
-        "The throughput curve learned from the pool (learnKnee): workers where completions "
-        "peak, the peak in jobs/s, and USL's sigma and kappa",
-        (*TRIGGER_LABELS, "figure"),
-    )
-    pool = [
-        _gauge(name, doc, (*TRIGGER_LABELS, "pool_queue"))
-        for name, doc in (
-            (
-                "pool_queue_needed_workers",
-                "A pool trigger's queue: the workers serving it alone that it needs to meet its "
-                "own targetAge (the pool's desired_workers is their sum, under its bounds)",
-            ),
-            (
-                "pool_queue_allotted_workers",
-                "A pool trigger's queue: what it gets of the pool's desired workers under the "
-                "serving order (strict: the higher queues first; weighted: by weight)",
-            ),
-            (
-                "pool_queue_driving",
-                "1 for the queue of a pool trigger that drives its decision (the one left "
-                "shortest under a ceiling, else the one that needs most), 0 for the others",
-            ),
-        )
-    ]
-    for labels, row in rows:
-        for gauge, value in zip(gauges, row.values, strict=True):
-            gauge.add_metric(labels, value)
-        decision.add_metric((*labels, row.reason), 1)
-        for signal, (shown, source) in zip(PRECISION_SIGNALS, row.provenances, strict=True):
-            precision.add_metric((*labels, signal, shown, source), 1)
-        for dependency, source, workers in row.ceilings:
-            ceiling.add_metric((*labels, dependency, source), workers)
-        if row.knee is not None:
-            for name, value in zip(KNEE_FIGURES, row.knee, strict=True):
-                knee.add_metric((*labels, name), value)
+def _add_samples(family: Metric, labels: tuple[str, ...], row: QueueRow) -> None:
+    cast("CounterMetricFamily", family).add_metric(labels, row.samples)
+
+
+def _add_figure_provenances(family: Metric, labels: tuple[str, ...], row: QueueRow) -> None:
+    for name, (precision, source) in zip(FIGURES, row.figure_provenances, strict=True):
+        cast("GaugeMetricFamily", family).add_metric((*labels, name, precision, source), 1)
+
+
+def _add_figure_ages(family: Metric, labels: tuple[str, ...], row: QueueRow) -> None:
+    for name, seconds in zip(FIGURES, row.figure_ages, strict=True):
+        cast("GaugeMetricFamily", family).add_metric((*labels, name), seconds)
+
+
+_QUEUE_FAMILIES: tuple[
+    tuple[Callable[[], Metric], Callable[[Metric, tuple[str, ...], QueueRow], None]], ...
+] = (
+    *(
+        (_gauge(name, doc, QUEUE_LABELS), _queue_value(index))
+        for index, (name, doc) in enumerate(QUEUE_GAUGES)
+    ),
+    (
+        lambda: CounterMetricFamily(f"{PREFIX}_samples", "Samples taken", labels=QUEUE_LABELS),
+        _add_samples,
+    ),
+    (
+        _gauge(
+            "queue_figure_precision",
+            "1 for how precise the queue's in_flight, consumers and slots are, and where they "
+            "come from",
+            (*QUEUE_LABELS, "figure", "precision", "source"),
+        ),
+        _add_figure_provenances,
+    ),
+    (
+        _gauge(
+            "queue_figure_age_seconds",
+            "How old the queue's in_flight, consumers and slots were when read: a figure the "
+            "library writes at a heartbeat is as old as the heartbeat (Sidekiq's, up to 5 s)",
+            (*QUEUE_LABELS, "figure"),
+        ),
+        _add_figure_ages,
+    ),
+)
+
+
+def _trigger_value(index: int) -> Callable[[Metric, tuple[str, ...], TriggerRow], None]:
+    def add(family: Metric, labels: tuple[str, ...], row: TriggerRow) -> None:
+        cast("GaugeMetricFamily", family).add_metric(labels, row.values[index])
+
+    return add
+
+
+def _add_reason(family: Metric, labels: tuple[str, ...], row: TriggerRow) -> None:
+    cast("GaugeMetricFamily", family).add_metric((*labels, row.reason), 1)
+
+
+def _add_provenances(family: Metric, labels: tuple[str, ...], row: TriggerRow) -> None:
+    for signal, (shown, source) in zip(PRECISION_SIGNALS, row.provenances, strict=True):
+        cast("GaugeMetricFamily", family).add_metric((*labels, signal, shown, source), 1)
+
+
+def _add_ceilings(family: Metric, labels: tuple[str, ...], row: TriggerRow) -> None:
+    for dependency, source, workers in row.ceilings:
+        cast("GaugeMetricFamily", family).add_metric((*labels, dependency, source), workers)
+
+
+def _add_knee(family: Metric, labels: tuple[str, ...], row: TriggerRow) -> None:
+    if row.knee is not None:
+        for name, value in zip(KNEE_FIGURES, row.knee, strict=True):
+            cast("GaugeMetricFamily", family).add_metric((*labels, name), value)
+
+
+def _pool_figure(index: int) -> Callable[[Metric, tuple[str, ...], TriggerRow], None]:
+    def add(family: Metric, labels: tuple[str, ...], row: TriggerRow) -> None:
         for name, *figures in row.pool:
-            for gauge, value in zip(pool, figures, strict=True):
-                gauge.add_metric((*labels, name), value)
-    yield from gauges
-    yield decision
-    yield precision
-    yield ceiling
-    yield knee
-    yield from pool
+            cast("GaugeMetricFamily", family).add_metric((*labels, name), figures[index])
+
+    return add
+
+
+_POOL_GAUGES = (
+    (
+        "pool_queue_needed_workers",
+        "A pool trigger's queue: the workers serving it alone that it needs to meet its own "
+        "targetAge (the pool's desired_workers is their sum, under its bounds)",
+    ),
+    (
+        "pool_queue_allotted_workers",
+        "A pool trigger's queue: what it gets of the pool's desired workers under the serving "
+        "order (strict: the higher queues first; weighted: by weight)",
+    ),
+    (
+        "pool_queue_driving",
+        "1 for the queue of a pool trigger that drives its decision (the one left shortest "
+        "under a ceiling, else the one that needs most), 0 for the others",
+    ),
+)
+
+_TRIGGER_FAMILIES: tuple[
+    tuple[Callable[[], Metric], Callable[[Metric, tuple[str, ...], TriggerRow], None]], ...
+] = (
+    *(
+        (_gauge(name, doc, TRIGGER_LABELS), _trigger_value(index))
+        for index, (name, doc) in enumerate(TRIGGER_GAUGES)
+    ),
+    (
+        _gauge(
+            "decision",
+            "1 for the reason behind the trigger's current decision",
+            (*TRIGGER_LABELS, "reason"),
+        ),
+        _add_reason,
+    ),
+    (
+        _gauge(
+            "signal_precision",
+            "1 for how precise each signal of the trigger is, and where it comes from",
+            (*TRIGGER_LABELS, "signal", "precision", "source"),
+        ),
+        _add_provenances,
+    ),
+    (
+        _gauge(
+            "dependency_ceiling_workers",
+            "Most workers each dependency of the trigger allows now, and where the figure "
+            "comes from: static, live, last good, fallback or hold",
+            (*TRIGGER_LABELS, "dependency", "source"),
+        ),
+        _add_ceilings,
+    ),
+    (
+        _gauge(
+            "knee",
+            "The throughput curve learned from the pool (learnKnee): workers where completions "
+            "peak, the peak in jobs/s, and USL's sigma and kappa",
+            (*TRIGGER_LABELS, "figure"),
+        ),
+        _add_knee,
+    ),
+    *(
+        (_gauge(name, doc, (*TRIGGER_LABELS, "pool_queue")), _pool_figure(index))
+        for index, (name, doc) in enumerate(_POOL_GAUGES)
+    ),
+)

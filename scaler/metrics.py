@@ -98,7 +98,8 @@ class _TrafficCollector(Collector):
         self.read: Callable[[], Mapping[str, Traffic]] = dict
 
     def describe(self) -> Iterator[CounterMetricFamily]:
-        """The families, without series (see :meth:`MetricRows.describe`)."""
+        """The families, without series: the registry learns their names from them (a scrape
+        that names the metrics it wants, ``/metrics?name[]=...``, needs them)."""
         read, self.read = self.read, dict
         try:
             yield from self.collect()
@@ -141,7 +142,8 @@ class Metrics:
         r = self.registry
         #: each queue's and each trigger's series, as rows of plain values (metric_rows.py)
         self._rows = MetricRows()
-        r.register(self._rows)
+        for collector in self._rows.collectors():
+            r.register(collector)
         self._traffic = _TrafficCollector()
         r.register(self._traffic)
         self.sample_errors = Counter(
