@@ -124,3 +124,15 @@ def test_full_collections_go_on_walking_little_after_a_full_pass() -> None:
         [sys.executable, "-c", AFTER_PASS], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(run.stdout)["full_collections"] >= 1
+
+
+def test_a_pass_that_found_little_waits_longer_for_the_next() -> None:
+    from scaler.process_memory import full_pass_due, next_spacing
+
+    # the frozen objects grew because the server keeps more (queues, histories): little freed
+    assert next_spacing(60.0, walked=900_000, freed=430) == 120.0
+    assert next_spacing(480.0, walked=900_000, freed=430) == 600.0  # never past the latest
+    assert not full_pass_due(frozen=200_000, after_last=100_000, since_last=90.0, spacing=120.0)
+    assert full_pass_due(frozen=200_000, after_last=100_000, since_last=120.0, spacing=120.0)
+    # a flood's refused calls left garbage among them: the next pass may come a minute after
+    assert next_spacing(480.0, walked=900_000, freed=50_000) == 60.0
