@@ -181,8 +181,10 @@ def _gauge(name: str, doc: str, labels: Iterable[str]) -> Callable[[], Metric]:
     return lambda: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=list(labels))
 
 
-def _queue_value(index: int) -> Callable[[Metric, tuple[str, ...], QueueRow], None]:
-    def add(family: Metric, labels: tuple[str, ...], row: QueueRow) -> None:
+def _value_at(index: int) -> Callable[[Metric, tuple[str, ...], QueueRow | TriggerRow], None]:
+    """The series of one of a row's ``values`` (a queue's or a trigger's)."""
+
+    def add(family: Metric, labels: tuple[str, ...], row: QueueRow | TriggerRow) -> None:
         cast("GaugeMetricFamily", family).add_metric(labels, row.values[index])
 
     return add
@@ -206,7 +208,7 @@ _QUEUE_FAMILIES: tuple[
     tuple[Callable[[], Metric], Callable[[Metric, tuple[str, ...], QueueRow], None]], ...
 ] = (
     *(
-        (_gauge(name, doc, QUEUE_LABELS), _queue_value(index))
+        (_gauge(name, doc, QUEUE_LABELS), _value_at(index))
         for index, (name, doc) in enumerate(QUEUE_GAUGES)
     ),
     (
@@ -232,13 +234,6 @@ _QUEUE_FAMILIES: tuple[
         _add_figure_ages,
     ),
 )
-
-
-def _trigger_value(index: int) -> Callable[[Metric, tuple[str, ...], TriggerRow], None]:
-    def add(family: Metric, labels: tuple[str, ...], row: TriggerRow) -> None:
-        cast("GaugeMetricFamily", family).add_metric(labels, row.values[index])
-
-    return add
 
 
 def _add_reason(family: Metric, labels: tuple[str, ...], row: TriggerRow) -> None:
@@ -291,7 +286,7 @@ _TRIGGER_FAMILIES: tuple[
     tuple[Callable[[], Metric], Callable[[Metric, tuple[str, ...], TriggerRow], None]], ...
 ] = (
     *(
-        (_gauge(name, doc, TRIGGER_LABELS), _trigger_value(index))
+        (_gauge(name, doc, TRIGGER_LABELS), _value_at(index))
         for index, (name, doc) in enumerate(TRIGGER_GAUGES)
     ),
     (

@@ -100,34 +100,36 @@ class _TrafficCollector(Collector):
     def describe(self) -> Iterator[CounterMetricFamily]:
         """The families, without series: the registry learns their names from them (a scrape
         that names the metrics it wants, ``/metrics?name[]=...``, needs them)."""
-        read, self.read = self.read, dict
-        try:
-            yield from self.collect()
-        finally:
-            self.read = read
+        return _traffic_families({})
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        commands = CounterMetricFamily(
-            f"{PREFIX}_broker_commands",
-            "Commands the samplers sent (Redis: each command of a pipeline, MULTI and EXEC "
-            "included)",
-            labels=["broker"],
-        )
-        trips = CounterMetricFamily(
-            f"{PREFIX}_broker_round_trips",
-            "Round trips that carried them (Redis: one pipeline of many queues' reads)",
-            labels=["broker"],
-        )
-        totals: dict[str, list[int]] = {}
+        totals: dict[str, tuple[int, int]] = {}
         for url, traffic in self.read().items():
-            total = totals.setdefault(broker_kind(url), [0, 0])
-            total[0] += traffic.commands
-            total[1] += traffic.round_trips
-        for kind, (sent, carried) in sorted(totals.items()):
-            commands.add_metric([kind], sent)
-            trips.add_metric([kind], carried)
-        yield commands
-        yield trips
+            kind = broker_kind(url)
+            sent, carried = totals.get(kind, (0, 0))
+            totals[kind] = (sent + traffic.commands, carried + traffic.round_trips)
+        return _traffic_families(totals)
+
+
+def _traffic_families(
+    totals: Mapping[str, tuple[int, int]],
+) -> Iterator[CounterMetricFamily]:
+    """The broker traffic's families: commands and round trips per kind of broker."""
+    commands = CounterMetricFamily(
+        f"{PREFIX}_broker_commands",
+        "Commands the samplers sent (Redis: each command of a pipeline, MULTI and EXEC included)",
+        labels=["broker"],
+    )
+    trips = CounterMetricFamily(
+        f"{PREFIX}_broker_round_trips",
+        "Round trips that carried them (Redis: one pipeline of many queues' reads)",
+        labels=["broker"],
+    )
+    for kind, (sent, carried) in sorted(totals.items()):
+        commands.add_metric([kind], sent)
+        trips.add_metric([kind], carried)
+    yield commands
+    yield trips
 
 
 class Metrics:

@@ -10,6 +10,7 @@ import threading
 from prometheus_client import generate_latest
 
 from brokers.base import QueueSnapshot, QueueSource
+from brokers.connections import Traffic
 from brokers.formats import End
 from brokers.redis_options import ListLayout
 from scaler.metric_rows import PREFIX
@@ -88,7 +89,14 @@ def test_a_scrape_that_names_its_metrics_gets_them() -> None:
     them at 10,000 queues: seconds of the metrics thread holding the GIL)."""
     metrics = Metrics()
     fill(metrics, 3)
+    sent, other = Traffic(), Traffic()
+    sent.commands, sent.round_trips, other.commands, other.round_trips = 5, 2, 7, 1
+    metrics.watch_traffic(lambda: {"redis://a": sent, "rediss://b": other})
     wanted = [f"{PREFIX}_samples_total", f"{PREFIX}_desired_workers"]
+    wanted += [f"{PREFIX}_broker_commands_total"]
     text = generate_latest(metrics.registry.restricted_registry(wanted)).decode()
     assert text.count(f"{PREFIX}_samples_total{{") == 3
     assert text.count(f"{PREFIX}_desired_workers{{") == 3
+    # the traffic summed per kind of broker, never per URL (a URL may hold a password)
+    assert f'{PREFIX}_broker_commands_total{{broker="redis"}} 12.0' in text
+    assert f"{PREFIX}_broker_round_trips_total" not in text
