@@ -36,6 +36,7 @@ from scaler.failure_log import REPORT_EVERY, FailureLog
 from scaler.history_checkpoint import WRITE_EVERY, Checkpoints, Entry, entry_of, source_key
 from scaler.limits import Limits
 from scaler.metrics import Metrics
+from scaler.sample_clock import SampleClock
 from scaler.sample_history import SampleHistory
 from scaler.sample_schedule import (
     ASK_PAUSE,
@@ -160,6 +161,7 @@ class Sampler:
         metrics: Metrics,
         first: Demand,
         *,
+        clock: SampleClock,
         idle_after: float = IDLE_AFTER,
         live_for: float = LIVE_FOR,
         max_history: int = MAX_HISTORY,
@@ -170,6 +172,7 @@ class Sampler:
         slots: asyncio.Semaphore | None = None,
     ) -> None:
         self.source = source
+        self._clock = clock
         self._checkpoints = checkpoints
         #: the places for samples of this queue's broker
         self._slots = slots or asyncio.Semaphore(1)
@@ -196,11 +199,13 @@ class Sampler:
         self._stopping = False
         #: set once the first sample has succeeded or failed
         self._first = asyncio.Event()
-        self._changed = asyncio.Event()
-        #: set when the pause before the next sample may have become shorter (a faster trigger,
-        #: a stream started watching) or the sampler should stop
-        self._wake = asyncio.Event()
+        #: set by the next sample (made when a call waits for it)
+        self._changed: asyncio.Event | None = None
+        #: the sample under way (or the sampler's closing), if any
         self._task: asyncio.Task[None] | None = None
+        self._task_name = f"sampler {source.queue}"
+        self._on_stop: Callable[[Sampler], None] | None = None
+        self._closed = False
         #: the registry hands this sampler out until it stops (SamplerRegistry.get)
         self.registered = True
         #: the urgency and the relaxed interval after the newest sample, and the interval then
@@ -249,7 +254,7 @@ class Sampler:
         if interval < before:  # a trigger asks for fresher samples: they are judged by its
             self._planned = min(self._planned, interval)
         if interval < before or (paused and self._first.is_set()):
-            self._wake.set()
+            self._reschedule()
 
     def wanted(self, now: float) -> Wanted:
         """What this queue wants of its broker's budget."""
@@ -279,7 +284,7 @@ class Sampler:
             stale = None
         elif self._reads_on_ask(now):
             self._read_now = True
-            self._wake.set()
+            self._reschedule()
             await self.wait_for_sample(first_timeout)
             stale = None
         if stale is None:
@@ -309,6 +314,8 @@ class Sampler:
     async def wait_for_sample(self, timeout: float) -> None:
         """Return after the next sample (or error), or after ``timeout``."""
         changed = self._changed
+        if changed is None:
+            changed = self._changed = asyncio.Event()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await changed.wait()
@@ -317,7 +324,7 @@ class Sampler:
     def watched(self) -> Iterator[None]:
         """While a stream watches, sample at least every ``WATCHED_INTERVAL`` seconds."""
         self._watchers += 1
-        self._wake.set()
+        self._reschedule()
         try:
             yield
         finally:
@@ -410,18 +417,22 @@ class Sampler:
     # -- the loop --------------------------------------------------------------------------
 
     def start(self, on_stop: Callable[[Sampler], None]) -> None:
-        self._task = asyncio.create_task(self._run(on_stop), name=f"sampler {self.source.queue}")
+        """Sample now, then when due until stopped or idle; ``on_stop`` is called once the
+        sampler stops."""
+        self._on_stop = on_stop
+        self._clock.schedule(self, time.monotonic())
 
     async def aclose(self, timeout: float) -> bool:
         """Stop sampling and release the connection, within ``timeout`` seconds whatever the
-        loop waits on; False when it did not end in that time (it is then left cancelled)."""
-        self._stopping = True  # a cancellation swallowed inside a library still ends the loop
-        self._wake.set()
-        task = self._task
-        if task is None or task.done():
-            return True
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=timeout)
+        sample under way waits on; False when it did not end in that time (it is then left
+        cancelled)."""
+        self._stopping = True  # a cancellation swallowed inside a library still ends it
+        self._clock.cancel(self)
+        turn = self._task
+        if turn is not None and not turn.done():
+            turn.cancel()
+        closing = self._task = asyncio.create_task(self._close(after=turn), name=self._task_name)
+        done, _ = await asyncio.wait({closing}, timeout=timeout)
         return bool(done)
 
     @property
@@ -431,33 +442,66 @@ class Sampler:
         after = self.idle_after if self._last_success else min(self.idle_after, self._live_for)
         return not self._watchers and time.monotonic() - self._last_asked > after
 
-    async def _run(self, on_stop: Callable[[Sampler], None]) -> None:
-        try:
-            while not self._stopping and not self.idle:
-                await self._sample_once()
-                await self._sleep_until_due()
-            if not self._stopping:
-                log.info("stopping the idle sampler of %s", self.source.describe())
-        finally:
-            on_stop(self)
-            self._metrics.forget_queue(self.source)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(ADAPTER_CLOSE_TIMEOUT):
-                    await asyncio.shield(self._adapter.aclose())
+    def due(self) -> None:
+        """The next sample is due (:class:`~scaler.sample_clock.SampleClock`): start it, or
+        stop if the queue is idle."""
+        if self._stopping:
+            return
+        if self.idle:
+            log.info("stopping the idle sampler of %s", self.source.describe())
+            self._stopping = True
+            self._task = asyncio.create_task(self._close(), name=self._task_name)
+        else:
+            self._task = asyncio.create_task(self._turn(), name=self._task_name)
 
-    async def _sleep_until_due(self) -> None:
-        """Sleep until the next sample is due; a wake-up (a faster trigger, a stream, a stop)
-        has the due time worked out again."""
-        while not self._stopping:
-            self._wake.clear()
-            if self._read_now:  # a call waits for a fresh read
-                return
-            delay = self._started_at + self._pause() - time.monotonic()
-            if delay <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._wake.wait()
+    async def _turn(self) -> None:
+        try:
+            await self._sample_once()
+        finally:
+            if not self._stopping and not self._schedule_next():
+                self._stopping = True
+            if self._stopping:
+                await self._close()
+            else:  # a task done holds its coroutine until the next sample: not kept idle
+                self._task = None
+
+    def _reschedule(self) -> None:
+        """Work the time of the next sample out again (a faster trigger, a stream started
+        watching, a call waits for a fresh read); a sample under way does when it ends."""
+        if self._stopping or self._on_stop is None:
+            return
+        if self._task is not None and not self._task.done():
+            return
+        self._schedule_next()
+
+    def _schedule_next(self) -> bool:
+        """Schedule the next sample: now for a call waiting on a read, else a pause after the
+        last one started; False where working it out failed (a bug: logged, and the sampler
+        stops, so that the next call starts a new one instead of answering stale forever)."""
+        try:
+            at = time.monotonic() if self._read_now else self._started_at + self._pause()
+        except Exception:
+            log.exception("scheduling the next sample of %s failed", self.source.describe())
+            return False
+        self._clock.schedule(self, at)
+        return True
+
+    async def _close(self, after: asyncio.Task[None] | None = None) -> None:
+        """Stop: once ``after`` (the sample under way) has ended, if given; then tell the
+        registry, forget the queue's metrics and release the connection. A turn cancelled
+        before it started never runs its own ``finally``: this still closes."""
+        if after is not None:
+            await asyncio.wait({after})
+        if self._closed:
+            return
+        self._closed = True
+        self._clock.cancel(self)
+        if self._on_stop is not None:
+            self._on_stop(self)
+        self._metrics.forget_queue(self.source)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ADAPTER_CLOSE_TIMEOUT):
+                await asyncio.shield(self._adapter.aclose())
 
     async def _sample_once(self) -> None:
         self._started_at = started = time.monotonic()
@@ -491,8 +535,9 @@ class Sampler:
         finally:
             self._sampling = False
         self._first.set()
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
     def checkpoint(self, now: float) -> Entry | None:
         """This queue's arrival history for a checkpoint (None before two samples)."""
@@ -612,6 +657,7 @@ class SamplerRegistry:
         self._closed = False
         self._limits = limits or Limits()
         self._samplers: dict[QueueSource, Sampler] = {}
+        self._clock = SampleClock()
         #: samplers per broker URL
         self._per_broker: collections.Counter[str] = collections.Counter()
         self.slow_interval = slow_interval
@@ -643,6 +689,7 @@ class SamplerRegistry:
                 self._open_adapter(spec.source, self.connections),
                 self._metrics,
                 spec.demand,
+                clock=self._clock,
                 idle_after=self._idle_after,
                 live_for=self.live_for,
                 max_history=self._max_history,
@@ -730,6 +777,7 @@ class SamplerRegistry:
                     await self.write_checkpoint()
         samplers = list(self._samplers.values())
         ended = await asyncio.gather(*(s.aclose(timeout) for s in samplers))
+        self._clock.close()
         if self._owns_connections:
             await self.connections.aclose()
         if not all(ended):
