@@ -22,7 +22,8 @@ object on its own clock. Each server in turn, on the same queues:
   serve at all at this polling.
 
 Per server: warm up (one call sequence per object), poll for ``--settle`` seconds unmeasured,
-then ``--window`` seconds measured. Printed: calls and errors, GetMetrics and IsActive p50/p99,
+then ``--window`` seconds measured. Printed: calls and errors, GetMetrics and IsActive p50/p99
+(in all, and apart for the hot queues, read when KEDA asks, and the idle ones),
 the server's CPU and RSS (at the end and the peak), samples per second (from the scaler's
 ``queue_age_scaler_samples_total``) and per core, Redis commands per second (``INFO
 commandstats``, less the benchmark's own writes and INFO) and Redis CPU (``INFO cpu``), and, for
@@ -240,12 +241,15 @@ def figures(
     own = {c: n for c, n in calls.items() if c in OWN_COMMANDS}
     served = {c: n for c, n in calls.items() if c not in OWN_COMMANDS}
     latencies: dict[str, list[float]] = {}
+    by_class: dict[str, list[float]] = {}
     freshness: dict[str, list[float]] = {"hot": [], "idle": []}
     errors: Counter[str] = Counter()
     load_cpu = 0.0
     for result in results:
         for rpc, values in result["latencies_ms"].items():
             latencies.setdefault(rpc, []).extend(values)
+        for key, values in result["latencies_by_class_ms"].items():
+            by_class.setdefault(key, []).extend(values)
         for group, values in result["freshness_s"].items():
             freshness[group].extend(values)
         errors.update(result["errors"])
@@ -265,6 +269,7 @@ def figures(
             }
             for rpc, v in latencies.items()
         },
+        "latency_by_class_ms": {key: _latency(v) for key, v in sorted(by_class.items()) if v},
         "server_cpu_pct": round(100 * cpu, 1),
         "load_cpu_pct": round(100 * load_cpu / seconds, 1),
         "machine_cpu_pct": round(100 * (after["machine"] - before["machine"]) / seconds, 1),
@@ -292,6 +297,14 @@ def figures(
     return out
 
 
+def _latency(values: list[float]) -> dict[str, Any]:
+    return {
+        "calls": len(values),
+        "p50": round(statistics.median(values), 2),
+        "p99": round(percentile(values, 0.99), 2),
+    }
+
+
 def render(runs: list[dict[str, Any]], options: argparse.Namespace, hot: int) -> str:
     lines = [
         f"{options.queues} queues ({', '.join(FORMATS)} in turn; {hot} hot) on one private Redis, "
@@ -316,6 +329,13 @@ def render(runs: list[dict[str, Any]], options: argparse.Namespace, hot: int) ->
         lines.append(f"  {run['server']} Redis commands/s: {run['redis_cmds_per_s_by_command']}")
         if run["errors"]:
             lines.append(f"  {run['server']} errors: {run['errors']}")
+        classes = run["latency_by_class_ms"]
+        text = ", ".join(
+            f"{key} {_ms(figure)} ({figure['calls']})"
+            for key, figure in classes.items()
+            if not key.startswith("GetMetricSpec")
+        )
+        lines.append(f"  {run['server']} p50/p99 ms by queue (calls): {text}")
         ages = run.get("sample_age_s")
         if ages:
             text = ", ".join(

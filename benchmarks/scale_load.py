@@ -42,6 +42,8 @@ class Record:
     def __init__(self, load_from: float, start_at: float, end_at: float) -> None:
         self.load_from, self.start_at, self.end_at = load_from, start_at, end_at
         self.latencies: dict[str, list[float]] = {rpc: [] for rpc in RPCS}
+        #: the same, by the queue's class: "GetMetrics hot", "IsActive idle", ...
+        self.by_class: dict[str, list[float]] = {}
         self.errors: Counter[str] = Counter()
         #: sample age at answer time (s), by the queue's class ("hot", "idle")
         self.freshness: dict[str, list[float]] = {"hot": [], "idle": []}
@@ -49,9 +51,11 @@ class Record:
     def inside(self, started: float) -> bool:
         return self.start_at <= started < self.end_at
 
-    def call(self, rpc: str, started: float) -> None:
+    def call(self, rpc: str, started: float, group: str) -> None:
         if self.inside(started):
-            self.latencies[rpc].append((time.monotonic() - started) * 1000.0)
+            latency = (time.monotonic() - started) * 1000.0
+            self.latencies[rpc].append(latency)
+            self.by_class.setdefault(f"{rpc} {group}", []).append(latency)
 
     def error(self, rpc: str, started: float, error: grpc.aio.AioRpcError) -> None:
         """Counted by RPC, code and message, with the names and figures in it left out."""
@@ -76,13 +80,13 @@ async def metrics_loop(
         rpc = "GetMetricSpec"
         try:
             spec = await stub.GetMetricSpec(ref, timeout=CALL_TIMEOUT)
-            record.call(rpc, started)
+            record.call(rpc, started, known["class"])
             rpc, started = "GetMetrics", time.monotonic()
             request = pb.GetMetricsRequest(
                 scaledObjectRef=ref, metricName=spec.metricSpecs[0].metricName
             )
             reply = await stub.GetMetrics(request, timeout=CALL_TIMEOUT)
-            record.call(rpc, started)
+            record.call(rpc, started, known["class"])
         except grpc.aio.AioRpcError as error:
             record.error(rpc, started, error)
             continue
@@ -95,6 +99,7 @@ async def metrics_loop(
 async def active_loop(
     stub: pb_grpc.ExternalScalerAsyncStub,
     ref: pb.ScaledObjectRef,
+    known: dict[str, Any],
     record: Record,
     rng: random.Random,
 ) -> None:
@@ -106,7 +111,7 @@ async def active_loop(
         due += POLLING_INTERVAL
         try:
             await stub.IsActive(ref, timeout=CALL_TIMEOUT)
-            record.call("IsActive", started)
+            record.call("IsActive", started, known["class"])
         except grpc.aio.AioRpcError as error:
             record.error("IsActive", started, error)
 
@@ -131,7 +136,10 @@ async def worker(config: dict[str, Any]) -> dict[str, Any]:
             asyncio.create_task(metrics_loop(stub, r, o, record, rng))
             for r, o in zip(refs, objects, strict=True)
         ]
-        tasks += [asyncio.create_task(active_loop(stub, r, record, rng)) for r in refs]
+        tasks += [
+            asyncio.create_task(active_loop(stub, r, o, record, rng))
+            for r, o in zip(refs, objects, strict=True)
+        ]
         await asyncio.sleep(max(0.0, record.start_at - time.monotonic()))
         cpu_start = time.process_time()
         await asyncio.sleep(max(0.0, record.end_at - time.monotonic()))
@@ -139,6 +147,7 @@ async def worker(config: dict[str, Any]) -> dict[str, Any]:
         await asyncio.wait_for(asyncio.gather(*tasks), CALL_TIMEOUT * 3)
     return {
         "latencies_ms": record.latencies,
+        "latencies_by_class_ms": record.by_class,
         "errors": dict(record.errors),
         "freshness_s": record.freshness,
         "cpu_s": cpu,
