@@ -13,11 +13,14 @@ than the last one kept have outlived the young collections). :func:`freeze_colle
 freezes what each full collection kept, so the next one walks only what survived since. What
 was frozen and has become cyclic garbage since (a call in flight at the collection, refused
 later: its exception's frames) is collected by a full pass over everything
-(:func:`full_passes`): once the frozen objects grew by a quarter since the last pass, a minute
-after it at the soonest, and every 10 minutes at the latest, so nothing is kept for good. A pass
-that found little (the frozen objects grew because the server keeps more: new queues, fuller
-histories) doubles the time to the next one it may make for growth: at 10,000 queues a pass holds
-the loop for about 0.9 s, and in the first minutes it found 430 objects to free in 900,000.
+(:func:`full_passes`): once the memory Python's allocator holds grew by a quarter since the last
+pass, a minute after it at the soonest, and every 10 minutes at the latest, so nothing is kept
+for good. A pass that found little (the memory grew because the server keeps more: new queues,
+fuller histories) doubles the time to the next one it may make for growth: at 10,000 queues a
+pass holds the loop for about 0.7 s, and in the first minutes it found 430 objects to free in
+900,000. The growth is the allocator's count of blocks in use (``sys.getallocatedblocks``, a
+fraction of a millisecond), not the count of frozen objects: CPython counts those by walking
+them all, and at 10,000 queues each check held the loop for 30-150 ms.
 Objects that refcounting frees (most of them) are freed at once, frozen or not.
 
 What the server frees goes back to the C library, which keeps most of it (the blocks between
@@ -31,6 +34,7 @@ import ctypes
 import functools
 import gc
 import importlib
+import sys
 import time
 from collections.abc import Callable
 
@@ -38,16 +42,17 @@ from brokers.formats import FORMATS
 
 #: how often the free memory is handed back to the system
 TRIM_EVERY = 60.0
-#: a full pass over the frozen objects too is due once they are this share more than after the
-#: last pass (cyclic garbage that frozen objects hold: a flood of refused calls leaves some) ...
+#: a full pass over the frozen objects too is due once the allocator's blocks in use are this
+#: share more than after the last pass (cyclic garbage that frozen objects hold: a flood of
+#: refused calls leaves some) ...
 FULL_PASS_GROWTH = 0.25
 #: ... but no sooner than this after the last, and at the latest this long after it
 FULL_PASS_SPACING = 60.0
 FULL_PASS_EVERY = 600.0
-#: a pass that freed less than this share of the objects it walked found little: the next one
-#: for growth waits twice as long as the last did
+#: a pass that freed fewer objects than this share of the blocks in use found little: the next
+#: one for growth waits twice as long as the last did
 FULL_PASS_FOUND_LITTLE = 0.01
-#: how often the frozen objects are counted
+#: how often the blocks in use are counted
 FULL_PASS_CHECK = 10.0
 #: CPython's oldest generation: its collections are the full ones
 _OLDEST = 2
@@ -98,33 +103,34 @@ def full_pass() -> int:
 
 
 def full_pass_due(
-    frozen: int, after_last: int, since_last: float, spacing: float = FULL_PASS_SPACING
+    blocks: int, after_last: int, since_last: float, spacing: float = FULL_PASS_SPACING
 ) -> bool:
-    """Whether a full pass is due: ``frozen`` objects now, ``after_last`` after the last pass,
+    """Whether a full pass is due: ``blocks`` in use now, ``after_last`` after the last pass,
     ``since_last`` seconds ago; ``spacing``, the least time between passes for growth
     (:func:`next_spacing`)."""
     if since_last >= FULL_PASS_EVERY:
         return True
-    return since_last >= spacing and frozen > after_last * (1 + FULL_PASS_GROWTH)
+    return since_last >= spacing and blocks > after_last * (1 + FULL_PASS_GROWTH)
 
 
-def next_spacing(spacing: float, walked: int, freed: int) -> float:
-    """The least time before the next pass for growth, after one that walked ``walked`` frozen
-    objects and freed ``freed``: twice ``spacing`` where it found little, else the shortest."""
-    if freed < walked * FULL_PASS_FOUND_LITTLE:
+def next_spacing(spacing: float, blocks: int, freed: int) -> float:
+    """The least time before the next pass for growth, after one that started with ``blocks``
+    in use and freed ``freed`` objects: twice ``spacing`` where it found little, else the
+    shortest."""
+    if freed < blocks * FULL_PASS_FOUND_LITTLE:
         return min(spacing * 2, FULL_PASS_EVERY)
     return FULL_PASS_SPACING
 
 
 async def full_passes(check: float = FULL_PASS_CHECK) -> None:
     """:func:`full_pass` whenever one is due (:func:`full_pass_due`), until cancelled."""
-    after_last, last, spacing = gc.get_freeze_count(), time.monotonic(), FULL_PASS_SPACING
+    after_last, last, spacing = sys.getallocatedblocks(), time.monotonic(), FULL_PASS_SPACING
     while True:
         await asyncio.sleep(check)
-        frozen = gc.get_freeze_count()
-        if full_pass_due(frozen, after_last, time.monotonic() - last, spacing):
-            spacing = next_spacing(spacing, frozen, full_pass())
-            after_last, last = gc.get_freeze_count(), time.monotonic()
+        blocks = sys.getallocatedblocks()
+        if full_pass_due(blocks, after_last, time.monotonic() - last, spacing):
+            spacing = next_spacing(spacing, blocks, full_pass())
+            after_last, last = sys.getallocatedblocks(), time.monotonic()
 
 
 def release_free_memory() -> bool:

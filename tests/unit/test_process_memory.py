@@ -91,14 +91,14 @@ def test_what_a_full_collection_keeps_is_frozen_and_a_full_pass_still_frees_it()
     assert figures["freed_by_pass"] >= 10_000  # the pass over everything does
 
 
-def test_a_full_pass_is_due_once_the_frozen_objects_grew_a_quarter_and_a_minute_passed() -> None:
+def test_a_full_pass_is_due_once_the_blocks_in_use_grew_a_quarter_and_a_minute_passed() -> None:
     from scaler.process_memory import full_pass_due
 
-    assert not full_pass_due(frozen=124_000, after_last=100_000, since_last=50.0)
-    assert not full_pass_due(frozen=124_000, after_last=100_000, since_last=120.0)  # grew 24%
-    assert not full_pass_due(frozen=200_000, after_last=100_000, since_last=30.0)  # too soon
-    assert full_pass_due(frozen=126_000, after_last=100_000, since_last=60.0)
-    assert full_pass_due(frozen=100_000, after_last=100_000, since_last=600.0)  # the latest
+    assert not full_pass_due(blocks=124_000, after_last=100_000, since_last=50.0)
+    assert not full_pass_due(blocks=124_000, after_last=100_000, since_last=120.0)  # grew 24%
+    assert not full_pass_due(blocks=200_000, after_last=100_000, since_last=30.0)  # too soon
+    assert full_pass_due(blocks=126_000, after_last=100_000, since_last=60.0)
+    assert full_pass_due(blocks=100_000, after_last=100_000, since_last=600.0)  # the latest
 
 
 AFTER_PASS = """
@@ -129,10 +129,10 @@ def test_full_collections_go_on_walking_little_after_a_full_pass() -> None:
 def test_a_pass_that_found_little_waits_longer_for_the_next() -> None:
     from scaler.process_memory import full_pass_due, next_spacing
 
-    # the frozen objects grew because the server keeps more (queues, histories): little freed
-    assert next_spacing(60.0, walked=900_000, freed=430) == 120.0
-    assert next_spacing(480.0, walked=900_000, freed=430) == 600.0  # never past the latest
-    assert not full_pass_due(frozen=200_000, after_last=100_000, since_last=90.0, spacing=120.0)
-    assert full_pass_due(frozen=200_000, after_last=100_000, since_last=120.0, spacing=120.0)
+    # the memory grew because the server keeps more (queues, histories): little freed
+    assert next_spacing(60.0, blocks=900_000, freed=430) == 120.0
+    assert next_spacing(480.0, blocks=900_000, freed=430) == 600.0  # never past the latest
+    assert not full_pass_due(blocks=200_000, after_last=100_000, since_last=90.0, spacing=120.0)
+    assert full_pass_due(blocks=200_000, after_last=100_000, since_last=120.0, spacing=120.0)
     # a flood's refused calls left garbage among them: the next pass may come a minute after
-    assert next_spacing(480.0, walked=900_000, freed=50_000) == 60.0
+    assert next_spacing(480.0, blocks=900_000, freed=50_000) == 60.0
