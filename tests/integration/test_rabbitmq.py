@@ -215,7 +215,10 @@ async def test_a_quorum_queue_whose_leader_is_silent_or_gone_never_reads_as_empt
             snapshot = await adapter.sample()
         finally:
             await asyncio.to_thread(quorum_leader, queue, "resume")
-        assert (snapshot.depth, snapshot.consumers) == (5, 0)
+        assert snapshot.depth == 5
+        # the management API's entry for a queue whose leader is silent leaves its consumers
+        # out at times (seen once in CI): unknown then, never a count made up
+        assert snapshot.consumers in (0, None)
         assert snapshot.warnings == ("quorum_stat_unanswered",)
 
         await asyncio.to_thread(quorum_leader, queue, "stop")
