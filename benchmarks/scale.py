@@ -194,12 +194,13 @@ async def measure(
             await asyncio.sleep(max(0.0, start_at - SCRAPE_APART - time.monotonic()))
             scraped = await scrape_samples(kind, metrics_port)
             await asyncio.sleep(max(0.0, start_at - time.monotonic()))
-            before = await edge(kind, pid, info, scraped)
+            before = await edge(pid, info)
+            before["samples"], before["samples_t"] = scraped
             peak = rss_kib(pid)
             while time.monotonic() < end_at:
                 await asyncio.sleep(min(5.0, max(0.0, end_at - time.monotonic())))
                 peak = max(peak, rss_kib(pid))
-            after = await edge(kind, pid, info, None)
+            after = await edge(pid, info)
             await asyncio.sleep(SCRAPE_APART)  # the calls of the window have ended
             after["samples"], after["samples_t"] = await scrape_samples(kind, metrics_port)
             results = await loads
@@ -215,16 +216,13 @@ async def measure(
     return figures(kind, before, after, results, peak, log_bytes, len(objects))
 
 
-async def edge(
-    kind: str, pid: int, info: aioredis.Redis, scraped: tuple[Any, float] | None
-) -> dict[str, Any]:
-    """Everything read at one edge of the window but the scrape of /metrics (``scraped``, where
-    done before)."""
+async def edge(pid: int, info: aioredis.Redis) -> dict[str, Any]:
+    """Everything read at one edge of the window but the scrape of /metrics
+    (:func:`scrape_samples`, outside it)."""
     reading: dict[str, Any] = {"t": time.monotonic(), "cpu": process_cpu(pid)}
     reading["machine"] = machine_busy()
     reading["redis"] = await read_redis(info)
     reading["rss_kib"] = rss_kib(pid)
-    reading["samples"], reading["samples_t"] = scraped or (None, None)
     return reading
 
 

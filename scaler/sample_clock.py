@@ -72,8 +72,12 @@ class SampleClock:
             self._timer.cancel()
         self._timer, self._timer_at = None, math.inf
 
+    def _current(self, entry: tuple[float, int, Due]) -> bool:
+        """Whether ``entry`` is its sampler's place still (not rescheduled nor cancelled)."""
+        return self._places.get(entry[2]) == entry[1]
+
     def _compact(self) -> None:
-        self._heap = [entry for entry in self._heap if self._places.get(entry[2]) == entry[1]]
+        self._heap = [entry for entry in self._heap if self._current(entry)]
         heapq.heapify(self._heap)
 
     def _arm(self, at: float) -> None:
@@ -86,19 +90,20 @@ class SampleClock:
     def _fire(self) -> None:
         self._timer, self._timer_at = None, math.inf
         now = time.monotonic() + EARLY
-        heap, places = self._heap, self._places
+        heap = self._heap
         try:
             while heap and heap[0][0] <= now:
-                _, number, sampler = heapq.heappop(heap)
-                if places.get(sampler) != number:
-                    continue  # rescheduled or cancelled since
-                del places[sampler]
+                entry = heapq.heappop(heap)
+                if not self._current(entry):
+                    continue
+                sampler = entry[2]
+                del self._places[sampler]
                 try:
                     sampler.due()
                 except Exception:  # a bug in one sampler must not stop the others' samples
                     log.exception("starting a sample failed")
         finally:
-            while heap and places.get(heap[0][2]) != heap[0][1]:
+            while heap and not self._current(heap[0]):
                 heapq.heappop(heap)
             if heap and heap[0][0] < self._timer_at:
                 self._arm(heap[0][0])
