@@ -113,8 +113,16 @@ class QueueAgeSource:
                 decision,
                 obs.now,
             )
-        # KEDA's answers as the server gives them; None where the server answers UNAVAILABLE
-        return _answer(metric_value, self.spec, decision), _answer(activity, self.spec, decision)
+        return keda_answers(self.spec, decision)
+
+
+def keda_answers(spec: TriggerSpec, decision: Decision) -> tuple[float | None, bool | None]:
+    """The metric the HPA reads and the activity KEDA reads, as the server answers them; None
+    for both where either is UNAVAILABLE: KEDA asks GetMetrics then IsActive in one
+    ``GetMetricsAndActivity`` call, for its own poll and for the HPA's metric alike."""
+    value = _answer(metric_value, spec, decision)
+    active = _answer(activity, spec, decision)
+    return (None, None) if value is None or active is None else (value, active)
 
 
 def _answer(

@@ -15,7 +15,7 @@ from scaler import evaluation
 from scaler.errors import Unavailable
 from scaler.policy import Decision, Reason
 from scaler.simulate.autoscaler import Observation
-from scaler.simulate.queue_age_source import QueueAgeSource
+from scaler.simulate.queue_age_source import QueueAgeSource, keda_answers
 from scaler.simulate.scenario_file import parse_scenario
 
 SIMULATE = Path(__file__).resolve().parents[2] / "scaler" / "simulate"
@@ -85,3 +85,8 @@ def test_what_the_server_answers_unavailable_the_simulated_keda_gets_no_answer_f
         evaluation.activity(spec, replace(known, active=None))
     # before the first sample there is nothing to answer from: no value, no activity
     assert source.read(_observation(0.0, 0)) == (None, None)
+    # KEDA asks both in one GetMetricsAndActivity call, for its poll and the HPA's metric:
+    # either UNAVAILABLE leaves both unanswered (an IsActive error holds the HPA's replicas too)
+    assert keda_answers(spec, known) == (3.0, True)
+    assert keda_answers(spec, replace(known, active=None)) == (None, None)
+    assert keda_answers(spec, replace(known, metric_value=None)) == (None, None)
