@@ -1145,6 +1145,31 @@ def test_an_empty_queue_keeps_the_workers_seen_until_its_first_window_shows_a_fl
     assert (none.desired_workers, none.active) == (0, False)
 
 
+def test_the_first_sample_does_not_cut_a_warm_fleet_to_the_few_jobs_that_run() -> None:
+    # broad-287: the first sample of a BullMQ queue saw 12 workers, 2 jobs running and none
+    # waiting, and no rate yet; the answer was 1 worker, which a fresh HPA applies at once, and
+    # the flow (1.7 jobs/s of 25 s jobs: 11 workers) then waited 108 s for pods to boot
+    spec = spec_of(jobDuration="25s", workerConcurrency="4")
+    first = replace(
+        signals_of(depth=0, in_flight=2, consumers=12, arrivals=None, completions=None),
+        rate_span=0.0,
+    )
+    decision, _ = run(spec, first)
+    assert (decision.desired_workers, decision.reason, decision.active) == (
+        12,
+        Reason.FIRST_WINDOW,
+        True,
+    )
+    # jobs waiting beyond what the fleet seen serves: the need, as ever
+    backlog = run(spec, replace(first, depth=2000, oldest_age=Figure(20.0, Precision.EXACT)))[0]
+    assert backlog.desired_workers > 12 and backlog.reason is not Reason.FIRST_WINDOW
+    # once an exact count shows the flow, or the window is whole: the need it shows
+    shown = replace(first, arrival_rate=Figure(0.2, Precision.EXACT), rate_span=15.0)
+    assert run(spec, shown)[0].desired_workers == 2  # 0.2 jobs/s of 25 s jobs: 5 slots
+    whole = replace(first, arrival_rate=Figure(0.0, Precision.EXACT), rate_span=60.0)
+    assert run(spec, whole)[0].desired_workers == 1  # what runs: 2 jobs of 4 slots
+
+
 def test_patience_reads_the_longer_of_the_given_and_the_learned_job_time() -> None:
     # jobDuration 18 s, learned 5 s from windows without a mix's long jobs (5,100 slot-seconds
     # over 1,020 jobs with the prior): 18 s is over a thirtieth of 5 minutes, so patience keeps
