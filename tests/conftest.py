@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlsplit
 
 import grpc
@@ -58,6 +59,17 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A port of 127.0.0.1 that refuses connections while the block runs: bound, never
+    listening, so that no other socket (pika's loopback wake-up pair, say) is given it meanwhile,
+    as one was a port that :func:`free_port` had let go."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        yield port
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from brokers.connections import Connections
 from brokers.rabbitmq import RabbitQueueAdapter
 from brokers.registry import open_adapter
 from scaler.errors import UNREACHABLE, BrokerUnavailable, QueueMisconfigured
-from tests.conftest import free_port
+from tests.conftest import closed_port
 from tests.integration.rabbit import Rabbit, rabbit, spec_for, spread, unique, watching
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -321,9 +321,13 @@ async def test_amqp_down_falls_back_to_the_management_figures_and_both_down_is_u
     connections: Connections,
     helper: Rabbit,
 ) -> None:
+    with closed_port() as closed:  # nothing listens there: AMQP is "down"
+        await _amqp_down_then_both_down(connections, helper, closed)
+
+
+async def _amqp_down_then_both_down(connections: Connections, helper: Rabbit, closed: int) -> None:
     queue = helper.declare(unique("amqp-down"))
     helper.publish(queue, 5)
-    closed = free_port()  # nothing listens there: AMQP is "down"
     url = f"amqp://guest:guest@127.0.0.1:{closed}/%2F"
     adapter = open_adapter(
         spec_for(url, queue, managementUrl="http://127.0.0.1:15672").source, connections
