@@ -55,9 +55,9 @@ def rabbitmq_url() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A port of 127.0.0.1 that nothing listened on a moment ago (another socket may take it
+    since: :func:`closed_port` holds one)."""
+    with closed_port() as port:
         return port
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from brokers.connections import Connections
 from brokers.registry import open_adapter
 from scaler.errors import UNREACHABLE, BrokerUnavailable, QueueMisconfigured
 from scaler.spec import parse_metadata
+from tests.conftest import free_port
 from tests.integration.clients import until
 from tests.integration.conftest import RedisProcess
 from tests.integration.steady import Steady, assert_counts_match, sample_steady_traffic
@@ -542,13 +542,6 @@ async def test_wrong_key_type_names_the_key_and_the_type(
     await r.rpush(f"rq:wip:{queue}", "job")
     with pytest.raises(QueueMisconfigured, match=rf"'rq:wip:{queue}' is not a sorted set"):
         await open_queue("rq", queue).sample()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def test_unreachable_redis_is_unavailable_without_the_password(
