@@ -119,6 +119,10 @@ class SnapshotModel:
     draining_counts: bool = True
     #: whether the library records the consumers' job slots (their concurrency)
     reports_slots: bool = False
+    #: seconds between the broker's refreshes of its counters and in-flight count (RabbitMQ's
+    #: management statistics, 5 s): the snapshot holds them as of the last refresh, placed at
+    #: it (``counts_observed_at``); 0: read live
+    refresh: float = 0.0
 
     @property
     def broker_counters(self) -> bool:

@@ -207,6 +207,8 @@ class MemoryAdapter:
         self._last: tuple[int, int, int, int, int] | None = None
         #: in flight at the library's last heartbeat, and when that was
         self._beat: tuple[int, float] | None = None
+        #: the broker's counters and in flight at its last refresh, and when that was
+        self._refreshed: tuple[int, int, int, float] | None = None
 
     async def sample(self) -> QueueSnapshot:
         memory = self._memory
@@ -244,6 +246,12 @@ class MemoryAdapter:
             if self._beat is None or now - self._beat[1] >= model.heartbeat:
                 self._beat = (queue.in_flight, now)
             in_flight, age = self._beat[0], now - self._beat[1]
+        counted_at = None
+        if model.refresh:
+            refreshed = self._refreshed
+            if refreshed is None or now - refreshed[3] >= model.refresh:
+                refreshed = self._refreshed = (arrivals, completions, in_flight, now)
+            arrivals, completions, in_flight, counted_at = refreshed
         oldest = queue.oldest
         timed = self._model.oldest_source != "" and oldest is not None
         return QueueSnapshot(
@@ -262,6 +270,7 @@ class MemoryAdapter:
             readings=WorkerReadings(
                 in_flight=Reading(Precision.ESTIMATE, age=age) if model.heartbeat else Reading()
             ),
+            counts_observed_at=counted_at,
         )
 
     def _switched(

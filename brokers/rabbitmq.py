@@ -62,10 +62,9 @@ from brokers.errors import (
 )
 from brokers.rabbitmq_amqp import AmqpUnavailable
 from brokers.rabbitmq_management import VhostReply
-from brokers.rabbitmq_options import RabbitOptions
+from brokers.rabbitmq_options import COUNTS_SOURCE, RabbitOptions
 from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
 
-COUNTS_SOURCE = "management-totals"
 OLDEST_SOURCE = "head_message_timestamp"
 #: a passive declare slower than this counts as AMQP being down for the sample
 AMQP_TIMEOUT = 1.5

@@ -36,6 +36,7 @@ from urllib.parse import quote
 import httpx
 
 from brokers.connections import Connections
+from brokers.rabbitmq_options import STATISTICS_INTERVAL
 from brokers.rabbitmq_url import ManagementEndpoint, Tls
 from brokers.shared import SharedByKey
 
@@ -63,7 +64,7 @@ TIMEOUT = 1.5
 ARRIVALS = "message_stats.publish"
 #: RabbitMQ's default ``collect_statistics_interval``, taken as the period while the replies
 #: agree with it
-DEFAULT_PERIOD = 5.0
+DEFAULT_PERIOD = STATISTICS_INTERVAL
 #: the learned bound agrees with the default period when it exceeds it by at most the spacing
 #: of the replies and this (the collector's own work)
 AGREEMENT_SLACK = 0.1

@@ -10,6 +10,11 @@ from brokers.errors import InvalidMetadata
 from brokers.format_api import BrokerInfo, FormatInfo, SnapshotModel, SourceContext
 from brokers.rabbitmq_url import management_endpoint, parse_amqp_url
 
+#: where a RabbitMQ queue's arrival and completion totals come from (docs/signals.md)
+COUNTS_SOURCE = "management-totals"
+#: RabbitMQ's default ``collect_statistics_interval``: the management figures' refresh period
+STATISTICS_INTERVAL = 5.0
+
 RABBITMQ = BrokerInfo(
     name="rabbitmq",
     title="RabbitMQ",
@@ -54,5 +59,7 @@ def amqp_options(context: SourceContext) -> RabbitOptions:
 
 
 def queue_model(info: FormatInfo, source: QueueSource) -> SnapshotModel:
-    """A RabbitMQ queue in the simulator: counted as a list would be, with no enqueue times."""
-    return SnapshotModel("list-marker", "", info.oldest_end.opposite)
+    """A RabbitMQ queue in the simulator, as the adapter reads it with the management API up:
+    the publish and ack totals and the unacknowledged count as of the broker's last statistics
+    refresh, no enqueue times (publishers rarely set the ``timestamp`` property)."""
+    return SnapshotModel(COUNTS_SOURCE, "", info.oldest_end.opposite, refresh=STATISTICS_INTERVAL)

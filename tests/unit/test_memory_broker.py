@@ -131,6 +131,35 @@ def test_sidekiq_shows_processes_threads_and_in_flight_as_of_the_last_heartbeat(
     assert adapter.read(15.0).in_flight == 4  # the next heartbeat, 5 s on
 
 
+def test_rabbitmq_shows_its_management_totals_as_of_the_last_statistics_refresh() -> None:
+    """As the adapter reads a queue with the management API up: publish and ack totals and the
+    unacknowledged count, even where consumers take every message at once (nothing stays
+    ready), refreshed every 5 s and placed at the refresh; no enqueue times."""
+    broker = MemoryBroker()
+    adapter = broker.open(
+        parse_metadata({"url": "amqp://memory/", "queue": "orders", "workerThroughput": "1"}).source
+    )
+    queue = broker.queue("orders")
+    queue.consumers = 2
+    for n in range(6):  # all taken at once
+        queue.push(f"job-{n}".encode(), 1.0)
+    queue.take(6)
+    queue.finish(4)
+    queue.in_flight = 2
+    refreshed = adapter.read(10.0)
+    assert (refreshed.depth, refreshed.arrivals_total, refreshed.completions_total) == (0, 6, 4)
+    assert (refreshed.in_flight, refreshed.consumers) == (2, 2)
+    assert refreshed.counts_exact and refreshed.counts_source == "management-totals"
+    assert refreshed.counts_observed_at == 10.0 and refreshed.oldest_source == ""
+    queue.push(b"job-6", 11.0)
+    queue.take(1)
+    queue.in_flight = 3
+    held = adapter.read(14.0)  # no refresh since: the figures of 10 s
+    assert (held.arrivals_total, held.in_flight, held.counts_observed_at) == (6, 2, 10.0)
+    later = adapter.read(15.0)  # the next refresh, 5 s on
+    assert (later.arrivals_total, later.in_flight, later.counts_observed_at) == (7, 3, 15.0)
+
+
 def test_a_marker_beyond_maxlen_leaves_a_lower_bound_as_lpos_does() -> None:
     broker = MemoryBroker()
     adapter = broker.open(source("sidekiq"))
