@@ -54,7 +54,7 @@ PATIENT_TARGET = 120.0
 #: ... and the allowance is gone once the oldest job is this share of the target old
 PATIENT_SHARE = 0.75
 #: ... and it is one worker, or this share of the need where that is more
-PATIENT_FLEET_SHARE = 0.25
+PATIENT_FLEET_SHARE = 0.4
 #: ... and where a job takes more than this share of the target, never below the workers the
 #: running jobs hold now: a mean job a larger share of it is often a mix's few long jobs, which a
 #: scale-in stops on the pods it takes (their whole time lost, and their age back at the head)
