@@ -1085,13 +1085,13 @@ def test_a_long_target_lets_the_fleet_be_short_of_the_flow_while_the_oldest_job_
     for age in (150.0, 225.0):
         aged = replace(young, oldest_age=Figure(age, Precision.EXACT))
         assert run(spec, aged)[0].desired_workers == 2  # ceil(1.367 - 0.333), then - 0
-    # a large fleet may be a quarter of its need short: 26/s is 13.07 workers' need, of which
-    # 3.27 x (1 - 30/225) = 2.83 may be missing (a depth policy's fleet lets the age float too)
+    # a large fleet may be 40% of its need short: 26/s is 13.07 workers' need, of which
+    # 5.23 x (1 - 30/225) = 4.53 may be missing (a depth policy's fleet lets the age float too)
     busy = replace(young, arrival_rate=Figure(26.0, Precision.EXACT), flow_rate=26.0)
     need = 26 / 2 + 40 / 298 / 2
     assert run(spec, busy)[0].needed == pytest.approx(need)
-    assert run(spec, busy)[0].desired_workers == math.ceil(need - need / 4 * (1 - 30 / 225))
-    assert run(spec, busy)[0].desired_workers == 11
+    assert run(spec, busy)[0].desired_workers == math.ceil(need - 0.4 * need * (1 - 30 / 225))
+    assert run(spec, busy)[0].desired_workers == 9
     # none under a 2-minute target's share... a 1-minute target, or jobs as long as the target
     short = spec_of(jobDuration="2s", workerConcurrency="4", targetAge="1m")
     assert run(short, young)[0].desired_workers == 2
