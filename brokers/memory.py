@@ -19,13 +19,15 @@ import collections
 import enum
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from brokers import registry
 from brokers.base import End, Precision, QueueSnapshot, QueueSource, Reading, WorkerReadings
 from brokers.connections import Connections
 from brokers.errors import BrokerUnreachable, QueueMisconfigured
 from brokers.list_marker import ListMarker
+
+T = TypeVar("T")
 
 
 class MemoryJob(NamedTuple):
@@ -208,7 +210,7 @@ class MemoryAdapter:
         #: in flight at the library's last heartbeat, and when that was
         self._beat: tuple[int, float] | None = None
         #: the broker's counters and in flight at its last refresh, and when that was
-        self._refreshed: tuple[int, int, int, float] | None = None
+        self._refreshed: tuple[tuple[int, int, int], float] | None = None
 
     async def sample(self) -> QueueSnapshot:
         memory = self._memory
@@ -243,15 +245,13 @@ class MemoryAdapter:
         consumers = queue.consumers - (0 if model.draining_counts else queue.draining)
         in_flight, age = queue.in_flight, 0.0
         if model.heartbeat:
-            if self._beat is None or now - self._beat[1] >= model.heartbeat:
-                self._beat = (queue.in_flight, now)
+            self._beat = _renewed(self._beat, queue.in_flight, now, model.heartbeat)
             in_flight, age = self._beat[0], now - self._beat[1]
         counted_at = None
         if model.refresh:
-            refreshed = self._refreshed
-            if refreshed is None or now - refreshed[3] >= model.refresh:
-                refreshed = self._refreshed = (arrivals, completions, in_flight, now)
-            arrivals, completions, in_flight, counted_at = refreshed
+            figures = (arrivals, completions, in_flight)
+            self._refreshed = _renewed(self._refreshed, figures, now, model.refresh)
+            (arrivals, completions, in_flight), counted_at = self._refreshed
         oldest = queue.oldest
         timed = self._model.oldest_source != "" and oldest is not None
         return QueueSnapshot(
@@ -304,6 +304,13 @@ class MemoryAdapter:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+def _renewed(held: tuple[T, float] | None, value: T, now: float, period: float) -> tuple[T, float]:
+    """A figure the library or broker writes every ``period`` seconds (a heartbeat, a statistics
+    refresh), and when it was written: ``value`` now if a period has passed since ``held``,
+    else ``held``."""
+    return (value, now) if held is None or now - held[1] >= period else held
 
 
 def _id(queue: MemoryQueue) -> bytes | None:
