@@ -11,6 +11,7 @@ send.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 ROUTE_CACHE_SIZE = 16_384
 #: a ref whose wire form is longer is resolved afresh on each call (KEDA's are a few hundred)
 MAX_ROUTE_BYTES = 2048
+#: a route that asked its sampler this recently does not ask again: KEDA's GetMetricSpec,
+#: GetMetrics and IsActive for one ref come within milliseconds, and an ask only keeps the
+#: sampler and the trigger's demand alive (for minutes) and notes KEDA's pauses (of a minute)
+ASK_REPEAT = 1.0
 
 
 @dataclass(slots=True)
@@ -56,8 +61,10 @@ class Route:
     spec: TriggerSpec
     key: TriggerKey
     trigger: Trigger | None = None
-    #: the sampler of a single-queue trigger's queue, as the registry last handed it out
+    #: the sampler of a single-queue trigger's queue, as the registry last handed it out ...
     sampler: Sampler | None = None
+    #: ... and when this route last asked it (:data:`ASK_REPEAT`)
+    asked_at: float = -math.inf
     metric_spec: pb.GetMetricSpecResponse | None = None
     #: the GetMetrics answer of ``answered``, the decision it was built from
     metric_values: pb.GetMetricsResponse | None = None

@@ -260,6 +260,16 @@ class Sampler:
         """What this queue wants of its broker's budget."""
         return Wanted(self._unpaced(now), self._slow(now), self._urgency_now(now))
 
+    def history_now(self) -> tuple[QueueSnapshot, ...] | None:
+        """The recent snapshots where :meth:`history` would return them at once (sampled, the
+        newest fresh and read without error, no read due on this ask); else None."""
+        if self.last_error is not None or not self._history or not self._first.is_set():
+            return None
+        now = time.monotonic()
+        if self._too_old(now) or self._reads_on_ask(now):
+            return None
+        return self._history.view
+
     async def history(self, first_timeout: float) -> tuple[QueueSnapshot, ...]:
         """The recent snapshots, oldest first; raises Unavailable when there is no fresh one.
 

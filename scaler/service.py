@@ -17,6 +17,7 @@ from typing import TypeVar, cast
 import grpc
 from google.protobuf.message import Message
 
+from brokers.base import QueueSnapshot
 from scaler.bounds import UNBOUNDED, Bounds
 from scaler.budget_registry import BudgetRegistry
 from scaler.ceilings.headroom import ProbeFigure
@@ -41,7 +42,7 @@ from scaler.pool_evaluation import PoolEvaluator, QueueHistory
 from scaler.pool_policy import PoolDecision, member_spec, with_total
 from scaler.pool_queues import PoolQueues
 from scaler.profiles import Profile, as_profiles
-from scaler.routes import Route, Routes, Trigger
+from scaler.routes import ASK_REPEAT, Route, Routes, Trigger
 from scaler.sampler import IDLE_AFTER, Sampler, SamplerRegistry
 from scaler.signals import QueueSignals
 from scaler.spec import parse_metadata
@@ -187,7 +188,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.GetMetricSpecResponse],
     ) -> pb.GetMetricSpecResponse:
-        route = await self.route_of(request)
+        route = self.known_route(request) or await self.route_of(request)
         spec = route.spec
         await self._samplers_of(route)  # start sampling now, so GetMetrics finds it warm
         if self._probes is not None and spec.dependencies:  # and reading the dependencies
@@ -212,14 +213,14 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         context: grpc.aio.ServicerContext[pb.GetMetricsRequest, pb.GetMetricsResponse],
     ) -> pb.GetMetricsResponse:
         ref = request.scaledObjectRef
-        route = await self.route_of(ref)
+        route = self.known_route(ref) or await self.route_of(ref)
         spec = route.spec
         if request.metricName and request.metricName != spec.metric_name:
             raise InvalidMetadata(
                 "metricName",
                 f"asked for metric {request.metricName!r}, but this trigger's metric is {spec.metric_name!r}",
             )
-        _, decision = await self.evaluate(ref, spec, route)
+        _, decision = self.evaluate_now(ref, spec, route) or await self.evaluate(ref, spec, route)
         if route.answered is decision and route.metric_values is not None:
             return route.metric_values  # the same decision as the last call's
         value = metric_value(spec, decision)
@@ -239,9 +240,12 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.IsActiveResponse],
     ) -> pb.IsActiveResponse:
-        route = await self.route_of(request)
-        _, decision = await self.evaluate(request, route.spec, route)
-        return _ACTIVE if activity(route.spec, decision) else _INACTIVE
+        route = self.known_route(request) or await self.route_of(request)
+        spec = route.spec
+        _, decision = self.evaluate_now(request, spec, route) or await self.evaluate(
+            request, spec, route
+        )
+        return _ACTIVE if activity(spec, decision) else _INACTIVE
 
     async def StreamIsActive(
         self,
@@ -251,7 +255,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         """The current state at once, then ``true`` within a sample of work appearing, repeated
         every second while active. Ends with OK when the server shuts down."""
         try:
-            route = await self.route_of(request)
+            route = self.known_route(request) or await self.route_of(request)
             spec = route.spec
             self._check_stream_room()
             samplers = await self._samplers_of(route)
@@ -291,14 +295,19 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         finally:
             self._streams -= 1
 
+    def known_route(self, ref: pb.ScaledObjectRef) -> Route | None:
+        """The route of a ref seen before, by one lookup (scaler.routes); else None."""
+        return self._routes.get(Routes.wire(ref))
+
     async def route_of(self, ref: pb.ScaledObjectRef) -> Route:
-        """The spec and trigger of ``ref``: one lookup for a ref seen before (scaler.routes)."""
+        """The spec and trigger of ``ref``: its known route, or a new one."""
         wire = Routes.wire(ref)
         route = self._routes.get(wire)
-        if route is None:
-            spec = await self.spec_of(ref)
-            route = Route(spec, (ref.namespace, ref.name, spec))
-            self._routes.put(wire, route)
+        if route is not None:
+            return route
+        spec = await self.spec_of(ref)
+        route = Route(spec, (ref.namespace, ref.name, spec))
+        self._routes.put(wire, route)
         return route
 
     async def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
@@ -333,9 +342,13 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
     def _sampler_of(self, spec: TriggerSpec, route: Route | None) -> Sampler:
         """A single-queue trigger's sampler, kept on its route: the registry's lookup is
         skipped while the sampler the route holds still samples."""
-        sampler = self._samplers.get(spec, None if route is None else route.sampler)
-        if route is not None:
-            route.sampler = sampler
+        if route is None:
+            return self._samplers.get(spec)
+        known, now = route.sampler, time.monotonic()
+        if known is not None and known.registered and now - route.asked_at < ASK_REPEAT:
+            return known
+        sampler = route.sampler = self._samplers.get(spec, known)
+        route.asked_at = now
         return sampler
 
     async def evaluate_pool(
@@ -395,8 +408,32 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             pool = await self.evaluate_pool(ref, spec, route)
             return _driving_signals(pool), pool.decision
         sampler = self._sampler_of(spec, route)
-        history = await sampler.history(self._first_sample_timeout)
+        history = sampler.history_now() or await sampler.history(self._first_sample_timeout)
         figures = _NO_FIGURES if not spec.dependencies else await self._figures(spec)
+        return self._evaluated(ref, spec, route, sampler, history, figures)
+
+    def evaluate_now(
+        self, ref: pb.ScaledObjectRef, spec: TriggerSpec, route: Route
+    ) -> tuple[QueueSignals, Decision] | None:
+        """:meth:`evaluate`, where it needs no wait: a single queue, fresh, with no
+        dependency to read; else None."""
+        if spec.pool is not None or spec.dependencies:
+            return None
+        sampler = self._sampler_of(spec, route)
+        history = sampler.history_now()
+        if history is None:
+            return None
+        return self._evaluated(ref, spec, route, sampler, history, _NO_FIGURES)
+
+    def _evaluated(
+        self,
+        ref: pb.ScaledObjectRef,
+        spec: TriggerSpec,
+        route: Route | None,
+        sampler: Sampler,
+        history: tuple[QueueSnapshot, ...],
+        figures: Mapping[str, ProbeFigure],
+    ) -> tuple[QueueSignals, Decision]:
         key, trigger = self._trigger(ref, spec, route)
         evaluation = trigger.evaluator.evaluate(history, spec, sampler.arrivals, figures)
         signals = evaluation.signals

@@ -6,10 +6,15 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from brokers.memory import MemoryBroker
+from scaler import service
 from scaler.generated import externalscaler_pb2 as pb
 from scaler.metric_rows import PREFIX
 from scaler.routes import Route, Routes
+from scaler.sample_schedule import Demand
+from scaler.sampler import Sampler
 from scaler.spec import parse_metadata
 from tests.unit.test_service_memory import DEADLINE, push, ref, serving
 
@@ -75,3 +80,37 @@ async def test_a_forgotten_trigger_asked_again_is_tracked_and_forgotten_again() 
         await scaler.stub.IsActive(so)  # the same ref again: the same route
         assert registry.get_sample_value(name, labels) == 2.0
         await until_forgotten()
+
+
+async def test_a_keda_sequence_asks_the_sampler_once_and_a_later_call_asks_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GetMetricSpec, GetMetrics and IsActive for one ref within ``ASK_REPEAT`` note the ask
+    once (it keeps the sampler and the demand alive for minutes); a call after it asks again."""
+    monkeypatch.setattr(service, "ASK_REPEAT", 0.5)
+    asks: list[float] = []
+    ask = Sampler.ask
+
+    def counted(self: Sampler, demand: Demand) -> None:
+        asks.append(time.monotonic())
+        ask(self, demand)
+
+    monkeypatch.setattr(Sampler, "ask", counted)
+    broker = MemoryBroker()
+    push(broker, 4, age=5.0)
+    async with serving(broker.open) as scaler:
+        so = ref()
+        spec = await scaler.stub.GetMetricSpec(so)
+        name = spec.metricSpecs[0].metricName
+        first = await scaler.stub.GetMetrics(
+            pb.GetMetricsRequest(scaledObjectRef=so, metricName=name)
+        )
+        assert (await scaler.stub.IsActive(so)).result is True
+        assert first.metricValues[0].metricValue == 2
+        assert len(asks) == 1
+        await asyncio.sleep(0.6)
+        again = await scaler.stub.GetMetrics(
+            pb.GetMetricsRequest(scaledObjectRef=so, metricName=name)
+        )
+        assert again.metricValues[0].metricValue == 2
+        assert len(asks) == 2

@@ -315,3 +315,24 @@ async def test_stopping_returns_within_its_time_whatever_the_adapter_waits_on() 
     IgnoresCancellation.released = True  # let it end, so the test's loop can close
     async with asyncio.timeout(2.0):
         await asyncio.wait({sampler._task})
+
+
+async def test_the_history_now_is_the_history_when_no_wait_is_needed_and_none_otherwise(
+    adapters: Adapters,
+) -> None:
+    """The service's no-wait path: None before the first sample, the snapshots :meth:`history`
+    gives while the newest is fresh, None once a read failed (whether the last good sample or
+    the error answers is then :meth:`history`'s to judge)."""
+    samplers = SamplerRegistry(adapters, Metrics())
+    try:
+        sampler = samplers.get(spec(0.1))
+        assert sampler.history_now() is None
+        history = await sampler.history(first_timeout=1.0)
+        now = sampler.history_now()
+        assert now is not None and now[-1].observed_at >= history[-1].observed_at
+        adapters.by_queue["q"].error = BrokerUnavailable("fake", "q", "connection refused")
+        while not sampler.failures:
+            await asyncio.sleep(0.05)
+        assert sampler.history_now() is None
+    finally:
+        await samplers.aclose(2.0)
