@@ -263,12 +263,13 @@ class Sampler:
     def history_now(self) -> tuple[QueueSnapshot, ...] | None:
         """The recent snapshots where :meth:`history` would return them at once (sampled, the
         newest fresh and read without error, no read due on this ask); else None."""
-        if self.last_error is not None or not self._history or not self._first.is_set():
+        if self.last_error is not None:
             return None
+        view = self._history.view  # empty until the first sample
         now = time.monotonic()
-        if self._too_old(now) or self._reads_on_ask(now):
+        if not view or self._too_old(now) or self._reads_on_ask(now):
             return None
-        return self._history.view
+        return view
 
     async def history(self, first_timeout: float) -> tuple[QueueSnapshot, ...]:
         """The recent snapshots, oldest first; raises Unavailable when there is no fresh one.
