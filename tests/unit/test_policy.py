@@ -333,8 +333,37 @@ def test_busy_slots_do_not_hold_the_fleet_while_a_backlog_drains() -> None:
     # the flow 30 s ahead: of the 15 workers' jobs running now almost none still run then
     decay = math.exp(-30 / 5.5)
     flow = 15 * decay + 4.8 / throughput * (1 - decay)
-    assert decision.needed == pytest.approx(flow + 7887 / (900 - 5.5) / throughput)
-    assert decision.desired_workers == 8
+    # the flow's arrivals over a quarter of the target may wait (4.8/s for 225 s: 1,080 jobs),
+    # the rest drains within the target less one job
+    assert decision.needed == pytest.approx(flow + (7887 - 1080) / (900 - 5.5) / throughput)
+    assert decision.desired_workers == 7
+
+
+def test_a_backlog_the_flow_holds_for_a_quarter_of_the_target_is_not_drained() -> None:
+    """A fleet that keeps up holds its backlog steady: each job waits the backlog over the flow's
+    rate. Up to a quarter of the target's arrivals wait without workers added to drain them,
+    where the broker shows what runs and a job is short against the target; elsewhere every
+    waiting job is drained within the target."""
+    spec = spec_of(jobDuration="1s", workerConcurrency="1", targetAge="60s")
+    # 10 jobs a second need 10 workers; 150 may wait (10/s over 15 s)
+    held = signals_of(depth=120, in_flight=10, consumers=10, age=11.0, arrivals=10.0,
+                      completions=10.0, flow=10.0)  # fmt: skip
+    decision, _ = run(spec, held)
+    assert decision.needed == pytest.approx(10.0, abs=0.01)
+    assert decision.desired_workers == 10
+    more = replace(held, depth=270)  # 120 beyond what may wait: drained in 59 s at 1/s a worker
+    decision, _ = run(spec, more)
+    assert decision.needed == pytest.approx(10.0 + 120 / 59, abs=0.01)
+    blind = replace(
+        held, in_flight=None, consumers=None
+    )  # the rate a lower bound, what runs unseen
+    decision, _ = run(spec, blind)
+    assert decision.needed == pytest.approx(10.0 + 120 / 59, abs=0.01)
+    long_jobs = spec_of(jobDuration="20s", workerConcurrency="20", targetAge="60s")
+    decision, _ = run(long_jobs, held)  # 20-second jobs, a third of the target: all 120 drain
+    decay = math.exp(-30 / 20)  # 1 job/s a worker; the 10 running jobs hold half a worker
+    keep_up = 0.5 * decay + 10.0 * (1 - decay)
+    assert decision.needed == pytest.approx(keep_up + 120 / 40)
 
 
 def test_decide_is_pure() -> None:
