@@ -507,8 +507,8 @@ def _held_backlog(
     the flow never needed (``broad-136``: a stream at 0.92 of one worker's flow, 15 job slots,
     0.4-second jobs, a 15-second target, kept a second worker for a third of the hour). Only
     where the broker shows what runs (elsewhere the rate is a lower bound and the backlog the
-    flow's only sign) and a job takes less than ``HELD_JOB_SHARE`` of the target (a longer mean is often a mix's long jobs, whose slots
-    free in lumps while short jobs wait behind them)."""
+    flow's only sign) and a job takes less than ``HELD_JOB_SHARE`` of the target (a longer mean
+    is often a mix's long jobs, whose slots free in lumps while short jobs wait behind them)."""
     if signals.in_flight is None or not spec.worker_concurrency:
         return 0.0
     if _job_seconds(spec.worker_concurrency, throughput) >= HELD_JOB_SHARE * spec.target_age:
