@@ -505,7 +505,7 @@ def _held_backlog(
     steady, and each job waits that backlog over the flow's rate: a quarter of the target for
     this many; planning to drain within the target every backlog a sample shows added workers
     the flow never needed (``broad-136``: a stream at 0.92 of one worker's flow, 15 job slots,
-    0.4-second jobs, a 15-second target, kept a second worker for a third of the hour). Only
+    0.4-second jobs, a 15-second target, kept a second worker for half the hour). Only
     where the broker shows what runs (elsewhere the rate is a lower bound and the backlog the
     flow's only sign) and a job takes less than ``HELD_JOB_SHARE`` of the target (a longer mean
     is often a mix's long jobs, whose slots free in lumps while short jobs wait behind them)."""
