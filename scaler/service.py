@@ -188,7 +188,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.GetMetricSpecResponse],
     ) -> pb.GetMetricSpecResponse:
-        route = self.known_route(request) or await self.route_of(request)
+        route = self.known_route(request) or await self._new_route(request)
         spec = route.spec
         await self._samplers_of(route)  # start sampling now, so GetMetrics finds it warm
         if self._probes is not None and spec.dependencies:  # and reading the dependencies
@@ -213,7 +213,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         context: grpc.aio.ServicerContext[pb.GetMetricsRequest, pb.GetMetricsResponse],
     ) -> pb.GetMetricsResponse:
         ref = request.scaledObjectRef
-        route = self.known_route(ref) or await self.route_of(ref)
+        route = self.known_route(ref) or await self._new_route(ref)
         spec = route.spec
         if request.metricName and request.metricName != spec.metric_name:
             raise InvalidMetadata(
@@ -240,7 +240,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         request: pb.ScaledObjectRef,
         context: grpc.aio.ServicerContext[pb.ScaledObjectRef, pb.IsActiveResponse],
     ) -> pb.IsActiveResponse:
-        route = self.known_route(request) or await self.route_of(request)
+        route = self.known_route(request) or await self._new_route(request)
         spec = route.spec
         _, decision = self.evaluate_now(request, spec, route) or await self.evaluate(
             request, spec, route
@@ -255,7 +255,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         """The current state at once, then ``true`` within a sample of work appearing, repeated
         every second while active. Ends with OK when the server shuts down."""
         try:
-            route = self.known_route(request) or await self.route_of(request)
+            route = self.known_route(request) or await self._new_route(request)
             spec = route.spec
             self._check_stream_room()
             samplers = await self._samplers_of(route)
@@ -299,15 +299,12 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         """The route of a ref seen before, by one lookup (scaler.routes); else None."""
         return self._routes.get(Routes.wire(ref))
 
-    async def route_of(self, ref: pb.ScaledObjectRef) -> Route:
-        """The spec and trigger of ``ref``: its known route, or a new one."""
-        wire = Routes.wire(ref)
-        route = self._routes.get(wire)
-        if route is not None:
-            return route
+    async def _new_route(self, ref: pb.ScaledObjectRef) -> Route:
+        """The route of a ref :meth:`known_route` did not find: its spec parsed (or the
+        refusal raised), kept for the next call."""
         spec = await self.spec_of(ref)
         route = Route(spec, (ref.namespace, ref.name, spec))
-        self._routes.put(wire, route)
+        self._routes.put(Routes.wire(ref), route)
         return route
 
     async def spec_of(self, ref: pb.ScaledObjectRef) -> TriggerSpec:
@@ -408,7 +405,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             pool = await self.evaluate_pool(ref, spec, route)
             return _driving_signals(pool), pool.decision
         sampler = self._sampler_of(spec, route)
-        history = sampler.history_now() or await sampler.history(self._first_sample_timeout)
+        history = await sampler.history(self._first_sample_timeout)
         figures = _NO_FIGURES if not spec.dependencies else await self._figures(spec)
         return self._evaluated(ref, spec, route, sampler, history, figures)
 
