@@ -10,18 +10,21 @@ What the server makes later lives long too (each queue's sampler, history and se
 10,000 queues a full collection walked 1.2 million objects, held the loop for 1.0-1.2 s, found
 almost nothing to collect, and came every 30 s (CPython runs one once a quarter more objects
 than the last one kept have outlived the young collections). :func:`freeze_collection_survivors`
-freezes what each full collection kept, so the next one walks only what survived since. What
-was frozen and has become cyclic garbage since (a call in flight at the collection, refused
-later: its exception's frames) is collected by a full pass over everything
-(:func:`full_passes`): once the memory Python's allocator holds grew by a quarter since the last
-pass, a minute after it at the soonest, and every 10 minutes at the latest, so nothing is kept
-for good. A pass that found little (the memory grew because the server keeps more: new queues,
-fuller histories) doubles the time to the next one it may make for growth: at 10,000 queues a
-pass holds the loop for about 0.7 s, and in the first minutes it found 430 objects to free in
-900,000. The growth is the allocator's count of blocks in use (``sys.getallocatedblocks``: it reads
-the header of each of the allocator's pools, 3-10 ms at 10,000 queues, so once a minute), not
-the count of frozen objects: CPython counts those by walking them all, and at 10,000 queues
-each check held the loop for 30-150 ms.
+freezes what each collection of the middle generation keeps, and has one run every fourth young
+collection: no collection walks an object again once it has outlived a middle one, and none
+walks more than four young collections' survivors (at 10,000 queues 1-3 ms, where freezing
+what each full collection kept left full collections of 5-13 ms every 1.5 s). What was frozen
+and has become cyclic garbage since (a call in flight at a collection: grpc.aio leaves a cycle
+of five objects per call; a refused call, its exception's frames) is collected by a full pass
+over everything (:func:`full_passes`): once the memory Python's allocator holds grew by a
+quarter since the last pass, a minute after it at the soonest, and every 10 minutes at the
+latest, so nothing is kept for good. A pass that found little (the memory grew because the
+server keeps more: new queues, fuller histories) doubles the time to the next one it may make
+for growth: at 10,000 queues a pass holds the loop for about 0.7 s, and in the first minutes it
+found 430 objects to free in 900,000. The growth is the allocator's count of blocks in use
+(``sys.getallocatedblocks``: it reads the header of each of the allocator's pools, 3-10 ms at
+10,000 queues, so once a minute), not the count of frozen objects: CPython counts those by
+walking them all, and at 10,000 queues each check held the loop for 30-150 ms.
 Objects that refcounting frees (most of them) are freed at once, frozen or not.
 
 What the server frees goes back to the C library, which keeps most of it (the blocks between
@@ -56,8 +59,11 @@ FULL_PASS_FOUND_LITTLE = 0.01
 #: how often the blocks in use are counted (CPython reads every pool of the allocator's to count
 #: them: at 10,000 queues, 3-10 ms)
 FULL_PASS_CHECK = 60.0
-#: CPython's oldest generation: its collections are the full ones
-_OLDEST = 2
+#: the middle generation is collected after this many young collections (CPython's default:
+#: 11, which walked 7,000-11,000 objects in 5-6 ms at 10,000 queues)
+MIDDLE_EVERY = 4
+#: CPython's middle generation (its collections move what they keep to the oldest)
+_MIDDLE = 1
 
 
 def freeze_startup_objects() -> int:
@@ -74,34 +80,29 @@ def freeze_startup_objects() -> int:
 
 
 def freeze_collection_survivors() -> None:
-    """From now on, freeze the objects each full collection keeps (a ``gc`` callback), and
-    make a full collection due after each collection of the middle generation (CPython still
-    runs one only once a quarter more objects than the last one kept have reached the oldest
-    generation): each walks what reached it since the last, a fraction of a second's worth."""
+    """From now on, freeze the objects each collection of the middle (or the oldest)
+    generation keeps (a ``gc`` callback), and collect the middle generation after every
+    ``MIDDLE_EVERY`` young collections: each walks a few young collections' survivors once,
+    and the oldest generation holds nothing but what a collection is under way with."""
     if _freeze_survivors not in gc.callbacks:
         gc.callbacks.append(_freeze_survivors)
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, 1)
+    young, _, oldest = gc.get_threshold()
+    gc.set_threshold(young, MIDDLE_EVERY - 1, oldest)  # CPython: after more than the threshold
 
 
 def _freeze_survivors(phase: str, info: dict[str, int]) -> None:
-    # after a full collection the younger generations are empty: what is frozen is what it
-    # kept, reachable, never garbage it had yet to find
-    if phase == "stop" and info["generation"] == _OLDEST:
+    # after a collection of the middle generation the young one is empty, and what it kept
+    # has joined the oldest: what is frozen is what it kept, reachable, never garbage it had
+    # yet to find
+    if phase == "stop" and info["generation"] >= _MIDDLE:
         gc.freeze()
 
 
 def full_pass() -> int:
     """One full collection over every object, the frozen ones too (they are frozen again
-    after it, where :func:`freeze_collection_survivors` is on); how many it collected.
-
-    A second full collection follows, over nothing but what the first left young: CPython
-    holds the next automatic one until a quarter as many objects as the last one kept have
-    reached the oldest generation, and after a pass over everything that would be hundreds of
-    thousands, walked in one pause (140 ms at 10,000 queues)."""
+    after it, where :func:`freeze_collection_survivors` is on); how many it collected."""
     gc.unfreeze()
-    collected = gc.collect()
-    return collected + gc.collect()
+    return gc.collect()
 
 
 def full_pass_due(
