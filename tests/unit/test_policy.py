@@ -994,6 +994,30 @@ def test_a_burst_counted_while_the_list_was_empty_is_not_a_rate() -> None:
     assert decision.desired_workers == 2
 
 
+def test_a_saturated_fleet_with_jobs_waiting_keeps_its_workers_on_lower_bound_arrivals() -> None:
+    # Sidekiq as the simulator shows it: arrivals a lower bound (1.2/s seen where 10/s come, 40
+    # after the step in step.yaml); every one of 16 slots busy and 23 jobs waiting in the step's
+    # first second. The rate says 0.4 workers; the running jobs say the 4 are all needed, and
+    # the backlog is drained on top of them (before: a step in to 3 as the step came, 25-33 s
+    # over a 30 s target where KEDA's messageRate had 0)
+    spec = spec_of(jobDuration="1.2s", workerConcurrency="4", targetAge="30s")
+    saturated = signals_of(depth=23, in_flight=16, consumers=4, age=1.0, arrivals=1.2,
+                           completions=1.2, rate_precision=Precision.LOWER_BOUND)  # fmt: skip
+    throughput = 4 / 1.2
+    decision, _ = decide(saturated, spec, NOW, PolicyState(last_desired=4))
+    flow = (1.2 * 60 - 23) / (60 - 1.0)  # the window's arrivals before the oldest waiting job
+    waiting = 23 - flow * 30 / 4  # less the backlog the flow holds (a quarter of the target's)
+    assert decision.needed == pytest.approx(4 + waiting / (30 - 1.2) / throughput)
+    assert decision.desired_workers == 5
+    # more than four rounds of the running jobs waiting is a burst: the drain plan alone
+    burst, _ = decide(replace(saturated, depth=500), spec, NOW, PolicyState(last_desired=4))
+    assert burst.needed == pytest.approx(500 / (30 - 1.2) / throughput)
+    # where the counts are exact, the rate is the flow's
+    exact = replace(saturated, arrival_rate=Figure(1.2, Precision.EXACT, "test"))
+    counted, _ = decide(exact, spec, NOW, PolicyState(last_desired=4))
+    assert counted.needed is not None and counted.needed < 1
+
+
 def test_the_backlog_drains_in_the_target_less_one_job() -> None:
     # 18 jobs of 25 s on workers of 2 slots, 2 minutes to start them all: the last start 25 s
     # before their slot is free again, so the plan is 18 jobs in 95 s, not 120 s (sporadic in
