@@ -201,9 +201,9 @@ def decide(
     the signals come from, which the knee learns from (``learnKnee``)."""
     state = _learn_job_time(signals, spec, _learn(signals, spec, state))
     throughput = _throughput(spec, state)
-    needed, reason = _needed(signals, spec, throughput)
     # the workers that run now: the broker's count, else the previous answer
     workers_now = signals.consumers if signals.consumers is not None else state.last_desired
+    needed, reason = _needed(signals, spec, throughput, workers_now)
     parts = trigger_ceiling(spec, probes or {}, workers_now)
     if spec.learn_knee:
         knee = learn(state.knee or KneeState(), history, spec.worker_concurrency or 1)
@@ -450,7 +450,7 @@ def _learn(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> Poli
 
 
 def _needed(
-    signals: QueueSignals, spec: TriggerSpec, throughput: float | None
+    signals: QueueSignals, spec: TriggerSpec, throughput: float | None, workers_now: int | None
 ) -> tuple[float | None, Reason]:
     if signals.depth is None:
         return None, Reason.DEPTH_UNKNOWN
@@ -464,7 +464,8 @@ def _needed(
         rate = _future_arrival_rate(signals)
         steady = rate / throughput
         keep_up = max(
-            _horizon_busy(signals, spec, throughput, steady), _saturated(signals, spec) or 0.0
+            _horizon_busy(signals, spec, throughput, steady),
+            _saturated(signals, spec, workers_now) or 0.0,
         )
         waiting = max(0.0, depth - _held_backlog(signals, spec, throughput, rate))
         drain = waiting / _drain_seconds(spec, throughput) / throughput
@@ -502,15 +503,18 @@ def _horizon_busy(
     return running * decay + steady * (1 - decay)
 
 
-def _saturated(signals: QueueSignals, spec: TriggerSpec) -> float | None:
+def _saturated(signals: QueueSignals, spec: TriggerSpec, workers_now: int | None) -> float | None:
     """The workers the running jobs keep busy while jobs wait, where arrivals are only a lower
     bound or unknown: every slot is busy and jobs still wait, so the whole fleet is needed,
     whatever the rate seen says (a list its workers empty between samples counts only the jobs
     it holds at them: a Sidekiq queue of 10 jobs/s read 0.4/s, and a step in its flow showed as
     a scale-in to the rate's 0.4 worker, 25-33 s over a 30 s target where KEDA's messageRate
-    had none). None elsewhere, and where more than
-    ``SATURATED_ROUNDS`` rounds of the running jobs wait: that is a burst, which the drain
-    plan sizes (the busy fleet on top of it cost the shipped burst 1.3x the cheapest)."""
+    had none). Never more than the workers there are (``workers_now``: the broker's count, else
+    the previous answer): Celery's and Dramatiq's in-flight counts hold the messages their
+    workers prefetched (up to 4 and 2 a slot by default), a backlog the drain plan sizes, not
+    workers to add at once. None elsewhere, and where more than ``SATURATED_ROUNDS`` rounds of
+    the running jobs wait: that is a burst, which the drain plan sizes (the busy fleet on top
+    of it cost the shipped burst 1.3x the cheapest)."""
     if not signals.depth or signals.arrival_rate.precision not in (
         Precision.LOWER_BOUND,
         Precision.UNKNOWN,
@@ -518,7 +522,10 @@ def _saturated(signals: QueueSignals, spec: TriggerSpec) -> float | None:
         return None
     if not signals.in_flight or signals.depth > SATURATED_ROUNDS * signals.in_flight:
         return None
-    return _busy_workers(signals, spec, signals.in_flight)
+    if workers_now is None:
+        return None
+    busy = _busy_workers(signals, spec, signals.in_flight)
+    return None if busy is None else min(busy, float(workers_now))
 
 
 def _held_backlog(

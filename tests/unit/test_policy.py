@@ -1016,6 +1016,12 @@ def test_a_saturated_fleet_with_jobs_waiting_keeps_its_workers_on_lower_bound_ar
     exact = replace(saturated, arrival_rate=Figure(1.2, Precision.EXACT, "test"))
     counted, _ = decide(exact, spec, NOW, PolicyState(last_desired=4))
     assert counted.needed is not None and counted.needed < 1
+    # Celery shows no workers, and counts its workers' prefetched messages in flight (64 for 16
+    # slots at the default multiplier of 4): never more than the fleet answered before
+    prefetched = replace(saturated, in_flight=64, consumers=None)
+    held, _ = decide(prefetched, spec, NOW, PolicyState(last_desired=4))
+    assert held.needed is not None and 4 < held.needed < 5
+    assert held.desired_workers == 5
 
 
 def test_the_backlog_drains_in_the_target_less_one_job() -> None:
