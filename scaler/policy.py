@@ -508,8 +508,8 @@ def _saturated(signals: QueueSignals, spec: TriggerSpec, workers_now: int | None
     bound or unknown: every slot is busy and jobs still wait, so the whole fleet is needed,
     whatever the rate seen says (a list its workers empty between samples counts only the jobs
     it holds at them: a Sidekiq queue of 10 jobs/s read 0.4/s, and a step in its flow showed as
-    a scale-in to the rate's 0.4 worker, 25-33 s over a 30 s target where KEDA's messageRate
-    had none). Never more than the workers there are (``workers_now``: the broker's count, else
+    a scale-in to the rate's 0.4 worker, 20-33 s over a 30 s target where KEDA's messageRate
+    had 1-24). Never more than the workers there are (``workers_now``: the broker's count, else
     the previous answer): Celery's and Dramatiq's in-flight counts hold the messages their
     workers prefetched (up to 4 and 2 a slot by default), a backlog the drain plan sizes, not
     workers to add at once. None elsewhere, and where more than ``SATURATED_ROUNDS`` rounds of
