@@ -367,7 +367,7 @@ def _scale_in_on_uncertain_arrivals(
     last = state.last_desired if state.last_desired is not None else signals.consumers
     if last is None or desired >= last:
         return desired, reason, state
-    if signals.arrival_rate.precision not in (Precision.LOWER_BOUND, Precision.UNKNOWN):
+    if not uncertain_arrivals(signals):
         return desired, reason, state
     if signals.depth == 0 and signals.in_flight == 0:
         return desired, reason, state
@@ -384,6 +384,12 @@ def _scale_in_on_uncertain_arrivals(
         return last, Reason.SCALING_IN_SLOWLY, state
     step = max(1, math.floor(last * LOWER_BOUND_STEP_DOWN))
     return max(desired, last - step), Reason.SCALING_IN_SLOWLY, replace(state, last_step_down=now)
+
+
+def uncertain_arrivals(signals: QueueSignals) -> bool:
+    """Whether the arrival rate is only a lower bound (jobs came and went between samples,
+    unseen) or unknown (the counts are down), so it must not pass for the flow's rate."""
+    return signals.arrival_rate.precision in (Precision.LOWER_BOUND, Precision.UNKNOWN)
 
 
 def _throughput(spec: TriggerSpec, state: PolicyState) -> float | None:
@@ -515,10 +521,7 @@ def _saturated(signals: QueueSignals, spec: TriggerSpec, workers_now: int | None
     workers to add at once. None elsewhere, and where more than ``SATURATED_ROUNDS`` rounds of
     the running jobs wait: that is a burst, which the drain plan sizes (the busy fleet on top
     of it cost the shipped burst 1.3x the cheapest)."""
-    if not signals.depth or signals.arrival_rate.precision not in (
-        Precision.LOWER_BOUND,
-        Precision.UNKNOWN,
-    ):
+    if not signals.depth or not uncertain_arrivals(signals):
         return None
     if not signals.in_flight or signals.depth > SATURATED_ROUNDS * signals.in_flight:
         return None

@@ -48,10 +48,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from brokers.base import Precision
 from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.limit import Ceiling, trigger_ceiling
-from scaler.policy import LOWER_BOUND_STEP_DOWN, Decision, PolicyState, Reason, decide
+from scaler.policy import (
+    LOWER_BOUND_STEP_DOWN,
+    Decision,
+    PolicyState,
+    Reason,
+    decide,
+    uncertain_arrivals,
+)
 from scaler.pool_spec import PoolQueue, ServingOrder
 from scaler.signals import QueueSignals
 from scaler.trigger_spec import Metric, TriggerSpec
@@ -415,7 +421,7 @@ def _step_down(
     if last is None or desired >= last:
         return desired, reason, state
     uncertain = any(
-        q.signals.arrival_rate.precision in (Precision.LOWER_BOUND, Precision.UNKNOWN)
+        uncertain_arrivals(q.signals)
         and not (q.signals.depth == 0 and q.signals.in_flight == 0)
         and q.need < state.needs.get(q.name, 0.0) - 1e-9
         for q in need.queues

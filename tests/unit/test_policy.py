@@ -998,8 +998,8 @@ def test_a_saturated_fleet_with_jobs_waiting_keeps_its_workers_on_lower_bound_ar
     # Sidekiq as the simulator shows it: arrivals a lower bound (1.2/s seen where 10/s come, 40
     # after the step in step.yaml); every one of 16 slots busy and 23 jobs waiting in the step's
     # first second. The rate says 0.4 workers; the running jobs say the 4 are all needed, and
-    # the backlog is drained on top of them (before: a step in to 3 as the step came, 25-33 s
-    # over a 30 s target where KEDA's messageRate had 0)
+    # the backlog is drained on top of them (before: a step in to 3 as the step came, 20-33 s
+    # over a 30 s target where KEDA's messageRate had 1-24)
     spec = spec_of(jobDuration="1.2s", workerConcurrency="4", targetAge="30s")
     saturated = signals_of(depth=23, in_flight=16, consumers=4, age=1.0, arrivals=1.2,
                            completions=1.2, rate_precision=Precision.LOWER_BOUND)  # fmt: skip
