@@ -15,6 +15,7 @@ from scaler.ceilings.headroom import ProbeFigure
 from scaler.ceilings.limit import Ceiling, trigger_ceiling
 from scaler.draining import (
     HPA_STABILIZATION,
+    HPA_TOLERANCE,
     NONE_RELEASED,
     Released,
     after_answer,
@@ -225,6 +226,7 @@ def decide(
             signals, spec, now, state, desired, reason
         )
         desired, reason = _first_window(signals, spec, desired, reason)
+        desired = _past_tolerance(signals, spec, throughput, workers_now, desired)
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
     released = settle(state.released, signals, spec, now)
@@ -458,6 +460,17 @@ def _learn(signals: QueueSignals, spec: TriggerSpec, state: PolicyState) -> Poli
 def _needed(
     signals: QueueSignals, spec: TriggerSpec, throughput: float | None, workers_now: int | None
 ) -> tuple[float | None, Reason]:
+    """The workers needed (a fraction: :func:`_rounded` makes it whole), and why: the flow's
+    need (:func:`_horizon_busy`, :func:`_saturated`) plus the backlog's drain plan; more where
+    the oldest job is over the target (the fleet scaled by how far over) or the running jobs
+    keep more busy. A waiting job keeps one slot busy once it starts, so neither the drain plan
+    (where the broker shows what runs) nor the age rule asks more than a slot for each job
+    waiting: for jobs longer than the target the plan asked a job's time over the target for
+    each (67 workers for 18 waiting 7-minute jobs, ``broad-115``), and a job a scale-in stopped
+    comes back with its first enqueue time, which the age rule read as a fleet many times too
+    slow (41 workers for one 8-minute job 497 s old, ``broad-160``). Where the broker does not
+    show what runs, the slots the waiting jobs would find may be held by long jobs unseen, and
+    the plan stands as it is."""
     if signals.depth is None:
         return None, Reason.DEPTH_UNKNOWN
     depth = signals.depth
@@ -475,11 +488,15 @@ def _needed(
         )
         waiting = max(0.0, depth - _held_backlog(signals, spec, throughput, rate))
         drain = waiting / _drain_seconds(spec, throughput) / throughput
+        if signals.in_flight is not None and spec.worker_concurrency:
+            drain = min(drain, waiting / spec.worker_concurrency)
         needed = keep_up + drain
         reason = Reason.DRAINING_BACKLOG if drain > keep_up else Reason.KEEPING_UP
     age = signals.oldest_age.value
     if age is not None and age > spec.target_age and signals.consumers:
         by_age = signals.consumers * age / spec.target_age
+        if spec.worker_concurrency:
+            by_age = min(by_age, signals.consumers + depth / spec.worker_concurrency)
         if needed is None or by_age > needed:
             needed, reason = by_age, Reason.AGE_OVER_TARGET
     busy = _busy_workers(signals, spec, _running(signals, spec, throughput))
@@ -562,6 +579,33 @@ def _drain_seconds(spec: TriggerSpec, throughput: float) -> float:
         return target
     job_seconds = _job_seconds(spec.worker_concurrency, throughput)
     return max(target - job_seconds, min(job_seconds, target))
+
+
+def _past_tolerance(
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    throughput: float | None,
+    workers_now: int | None,
+    desired: int,
+) -> int:
+    """A scale-up the HPA would ignore, taken past its tolerance: an answer within
+    ``HPA_TOLERANCE`` of the replicas (the ``workers`` metric is an AverageValue of 1) leaves
+    them as they are, so 33 workers asked of 32 add none. Where jobs wait and a job takes at
+    least ``HELD_JOB_SHARE`` of the target, the answer is the fewest workers past the tolerance
+    (36 of 32): every slot is held for longer than the backlog may wait, and the job the small
+    step was for would wait a whole job's time (``broad-163``: 555-second jobs on 32 workers,
+    1-8 jobs waiting, asked 33-35 for a minute while the oldest aged past its 60 s target).
+    Shorter jobs free their slots within the target: the backlog shows, and the drain plan
+    asks more, before it matters."""
+    if spec.metric is not Metric.WORKERS or not signals.depth or not workers_now or signals.paused:
+        return desired
+    if not throughput or not spec.worker_concurrency:
+        return desired
+    if _job_seconds(spec.worker_concurrency, throughput) < HELD_JOB_SHARE * spec.target_age:
+        return desired
+    if workers_now < desired <= workers_now * (1 + HPA_TOLERANCE):
+        return math.floor(workers_now * (1 + HPA_TOLERANCE)) + 1
+    return desired
 
 
 def _running(signals: QueueSignals, spec: TriggerSpec, throughput: float | None) -> float | None:
