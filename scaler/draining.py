@@ -142,10 +142,19 @@ def draining_at_most(
     return bound
 
 
+def hpa_holds(asked: float, replicas: int) -> bool:
+    """Whether the HPA leaves ``replicas`` as they are for an answer of ``asked`` workers (the
+    ``workers`` metric, an AverageValue of 1): within ``HPA_TOLERANCE`` of them, tested as the
+    HPA tests it, in floating point. So 11 asked of 10 is past it: ``|1 - 11/10|`` reads
+    0.10000000000000009, and the HPA scales to 11."""
+    return replicas > 0 and abs(1 - asked / replicas) <= HPA_TOLERANCE
+
+
 def held_up(held: int) -> int:
     """The fewest replicas the HPA may run while it holds an answer of ``held``: within its
-    tolerance of the answer it does not scale (``HPA_TOLERANCE``)."""
-    return math.ceil(held / (1 + HPA_TOLERANCE) - 1e-9)
+    tolerance of the answer it does not scale (:func:`hpa_holds`)."""
+    fewest = math.ceil(held / (1 + HPA_TOLERANCE) - 1e-9)
+    return fewest if held <= 0 or hpa_holds(held, fewest) else fewest + 1
 
 
 def likely_draining(

@@ -21,6 +21,7 @@ from scaler.draining import (
     after_answer,
     given_job_seconds,
     held_up,
+    hpa_holds,
     likely_draining,
     room,
     settle,
@@ -562,7 +563,7 @@ def _held_backlog(
     is often a mix's long jobs, whose slots free in lumps while short jobs wait behind them)."""
     if signals.in_flight is None or not spec.worker_concurrency:
         return 0.0
-    if _job_seconds(spec.worker_concurrency, throughput) >= HELD_JOB_SHARE * spec.target_age:
+    if _holds_slots(spec, throughput):
         return 0.0
     return rate * HELD_SHARE * spec.target_age
 
@@ -599,13 +600,21 @@ def _past_tolerance(
     asks more, before it matters."""
     if spec.metric is not Metric.WORKERS or not signals.depth or not workers_now or signals.paused:
         return desired
-    if not throughput or not spec.worker_concurrency:
+    if not _holds_slots(spec, throughput) or desired <= workers_now:
         return desired
-    if _job_seconds(spec.worker_concurrency, throughput) < HELD_JOB_SHARE * spec.target_age:
-        return desired
-    if workers_now < desired <= workers_now * (1 + HPA_TOLERANCE):
-        return math.floor(workers_now * (1 + HPA_TOLERANCE)) + 1
-    return desired
+    past = max(desired, math.floor(workers_now * (1 + HPA_TOLERANCE)))
+    while hpa_holds(past, workers_now):
+        past += 1
+    return past
+
+
+def _holds_slots(spec: TriggerSpec, throughput: float | None) -> bool:
+    """Whether a job takes at least ``HELD_JOB_SHARE`` of the target age: its slot is held for
+    longer than a backlog may wait. False where its time is not known (no
+    ``workerConcurrency``)."""
+    if not spec.worker_concurrency or not throughput:
+        return False
+    return _job_seconds(spec.worker_concurrency, throughput) >= HELD_JOB_SHARE * spec.target_age
 
 
 def _running(signals: QueueSignals, spec: TriggerSpec, throughput: float | None) -> float | None:

@@ -18,6 +18,7 @@ from scaler.draining import (
     consumers_count_draining,
     drain_horizon,
     held_up,
+    hpa_holds,
     room,
     settle,
 )
@@ -182,8 +183,10 @@ def test_inactive_answers_for_keda_s_cooldown_let_every_held_replica_go() -> Non
 
 
 def test_within_its_tolerance_the_hpa_may_run_fewer_replicas_than_the_answer_it_holds() -> None:
-    # it runs 11 for an answer of 12 (12/11 is within 10%), but 10 would be scaled up
-    assert [held_up(n) for n in (1, 5, 10, 11, 12, 22)] == [1, 5, 10, 10, 11, 20]
+    # it runs 11 for an answer of 12 (12/11 is within 10%), but 10 would be scaled up; at
+    # exact 10% steps the HPA's floating point reads past its tolerance: 10 for 11 scales up
+    assert [held_up(n) for n in (0, 1, 5, 10, 11, 12, 22, 33)] == [0, 1, 5, 10, 11, 11, 21, 31]
+    assert hpa_holds(35, 32) and not hpa_holds(11, 10) and not hpa_holds(3, 0)
     spec = spec_of("dramatiq")
     released = Released(entries=((0.0, 3),), answers=((0.0, 12),), ready_floor=11, grown_at=0.0)
     # 14 consumers: 11 that take jobs and 3 that drain, not 12 and 2

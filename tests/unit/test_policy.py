@@ -1326,3 +1326,8 @@ def test_a_scale_up_for_long_jobs_is_taken_past_the_hpa_tolerance() -> None:
     kept, _ = decide(flowing, short, NOW, PolicyState(last_desired=32))
     assert kept.needed is not None and 32 < kept.needed <= 33
     assert kept.desired_workers == 33
+    # 11 of 10 is a step the HPA takes (|1 - 11/10| reads 0.10000000000000009): no more asked
+    ten = replace(waiting, depth=3, in_flight=30, consumers=10)
+    step, _ = decide(ten, spec, NOW, PolicyState(last_desired=10))
+    assert step.needed is not None and 10 < step.needed <= 11
+    assert step.desired_workers == 11
