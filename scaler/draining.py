@@ -8,9 +8,9 @@ The HPA does not count terminating pods among its replicas, so a scale-up soon a
 adds new pods beside them. Where the broker does not show these workers (Huey, plain lists,
 Celery; a quiet Sidekiq process is not among the consumers), and where it shows them but pods
 still booting hide how many drain, only the answers tell: every drop of the window's largest
-answer is a count of workers that may drain, kept until the broker shows they are gone, or
-for the grace period the trigger gives (``gracePeriod``), or, where neither tells, for
-``DRAIN_HORIZON``.
+answer is a count of workers that may drain, kept until the broker shows they are gone (the
+workers, or the jobs in flight), or for the grace period the trigger gives (``gracePeriod``),
+or, where neither tells (Huey, plain lists), for ``DRAIN_HORIZON``.
 
 Pure: the state goes in and comes out with each decision.
 """
@@ -92,9 +92,14 @@ def settle(released: Released, signals: QueueSignals, spec: TriggerSpec, now: fl
     first are taken as gone first; where the broker shows no workers, after
     :func:`drain_horizon` at the latest (where it shows them, a grace period ended by the clock
     would let them go while the HPA is still about to delete the pods, and the floor of those
-    that take jobs would count them)."""
+    that take jobs would count them). Where it shows the jobs that run but not the workers
+    (Celery, arq) and the trigger gives no grace period, no horizon: a pod is let go once the
+    jobs in flight show it gone, since a mix's mean job says nothing of how long its longest
+    runs (``broad-185``: a pod let go drained a 20-minute job of a mix whose mean was 21
+    seconds, and a burst's fleet at the ceiling beside it was above it for 654 s)."""
     entries = list(released.entries)
-    if signals.consumers is None:
+    shows_drain = signals.in_flight is not None and spec.grace_period is None
+    if signals.consumers is None and not shows_drain:
         horizon = drain_horizon(spec)
         entries = [(when, count) for when, count in entries if now - when < horizon]
     excess = sum(count for _, count in entries) - draining_at_most(released, signals, spec, now)

@@ -91,6 +91,21 @@ def test_no_more_drain_than_the_jobs_in_flight_the_first_let_go_gone_first() -> 
     assert settle(released, signals_of(depth=0, in_flight=0), spec, 30.0).entries == ()
 
 
+def test_where_the_broker_shows_what_runs_a_pod_let_go_drains_until_it_shows_it_gone() -> None:
+    # Celery shows the jobs that run, not the workers: a pod let go 20 minutes ago still counts
+    # while the jobs in flight may include its own (broad-185: a pod let go drained a
+    # 20-minute job, and a burst's fleet at the ceiling beside it was 654 s above it)
+    spec = spec_of("celery", workerConcurrency="1", jobDuration="20s")
+    released = Released(entries=((0.0, 1),), answers=((1190.0, 2),))
+    assert settle(released, signals_of(depth=0, in_flight=3), spec, 1200.0).workers == 1
+    assert room(settle(released, signals_of(depth=0, in_flight=3), spec, 1200.0), 10, 2) == 9
+    # none running: it is gone
+    assert settle(released, signals_of(depth=0, in_flight=0), spec, 1200.0).workers == 0
+    # with the grace period the trigger gives, Kubernetes ends the drain then
+    graced = spec_of("celery", workerConcurrency="1", jobDuration="20s", gracePeriod="60s")
+    assert settle(released, signals_of(depth=0, in_flight=3), graced, 1200.0).workers == 0
+
+
 def test_where_consumers_count_draining_workers_they_show_when_they_are_gone() -> None:
     assert consumers_count_draining(spec_of("rq").source)
     assert not consumers_count_draining(spec_of("sidekiq").source)
