@@ -93,10 +93,10 @@ def settle(released: Released, signals: QueueSignals, spec: TriggerSpec, now: fl
     :func:`drain_horizon` at the latest (where it shows them, a grace period ended by the clock
     would let them go while the HPA is still about to delete the pods, and the floor of those
     that take jobs would count them). Where it shows the jobs that run but not the workers
-    (Celery, arq, pgtable) and the trigger gives no grace period, no horizon: a pod is let go once the
-    jobs in flight show it gone, since a mix's mean job says nothing of how long its longest
-    runs (``broad-185``: a pod let go drained a 20-minute job of a mix whose mean was 21
-    seconds, and a burst's fleet at the ceiling beside it was above it for 654 s)."""
+    (Celery, arq, pgtable) and the trigger gives no grace period, no horizon: a pod is let go
+    once the jobs in flight show it gone, since a mix's mean job says nothing of how long its
+    longest runs (``broad-185``: a pod let go drained a 20-minute job of a mix whose mean was
+    21 seconds, and a burst's fleet at the ceiling beside it was above it for 654 s)."""
     entries = list(released.entries)
     shows_drain = signals.in_flight is not None and spec.grace_period is None
     if signals.consumers is None and not shows_drain:
