@@ -97,8 +97,8 @@ def test_where_the_broker_shows_what_runs_a_pod_let_go_drains_until_it_shows_it_
     # 20-minute job, and a burst's fleet at the ceiling beside it was 654 s above it)
     spec = spec_of("celery", workerConcurrency="1", jobDuration="20s")
     released = Released(entries=((0.0, 1),), answers=((1190.0, 2),))
-    assert settle(released, signals_of(depth=0, in_flight=3), spec, 1200.0).workers == 1
-    assert room(settle(released, signals_of(depth=0, in_flight=3), spec, 1200.0), 10, 2) == 9
+    busy = settle(released, signals_of(depth=0, in_flight=3), spec, 1200.0)
+    assert (busy.workers, room(busy, 10, 2)) == (1, 9)
     # none running: it is gone
     assert settle(released, signals_of(depth=0, in_flight=0), spec, 1200.0).workers == 0
     # with the grace period the trigger gives, Kubernetes ends the drain then
