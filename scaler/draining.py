@@ -211,13 +211,18 @@ def after_answer(
 ) -> Released:
     """``released`` once ``desired`` is answered at ``now``, ``inactive`` or not: the HPA's
     window without the answers it no longer holds, and what it may have let go since (before
-    any answer, the workers the broker shows, ``seen``, are what it holds). Once the answers
+    any answer, the workers the broker shows, ``seen``, are what it holds). An answer within
+    the HPA's tolerance of the replicas it holds (:func:`hpa_holds`) leaves them, for as long
+    as it is given: 9 asked of 10 runs 10, and a later answer of 8 lets 2 go, not 1
+    (``ceilings-105``: the 10th pod drained beside a scale-up to the ceiling). Once the answers
     have been inactive for ``KEDA_COOLDOWN``, KEDA may have scaled the Deployment to zero past
     the HPA's window: every replica the window holds may go, whatever the answer."""
     answers = list(released.answers)
     if not answers and seen is not None:
         answers = [(now, seen)]
     before = answers[0][1] if answers else 0
+    if desired < before and hpa_holds(desired, before):
+        desired = before  # the HPA recommends the replicas it runs: it lets none go
     answers = [(when, count) for when, count in answers if now - when <= HPA_STABILIZATION]
     since = None
     if inactive:

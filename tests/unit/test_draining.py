@@ -266,3 +266,16 @@ def test_a_grace_period_is_a_duration_of_zero_or_more() -> None:
     assert spec_of("huey").grace_period is None
     with pytest.raises(InvalidMetadata, match="gracePeriod: got '-5s'; expected a duration"):
         spec_of("huey", gracePeriod="-5s")
+
+
+def test_an_answer_within_the_hpa_s_tolerance_leaves_the_replicas_it_runs() -> None:
+    # ceilings-105: 10 replicas, then 9 asked for 5 minutes (within 10% of 10: the HPA keeps
+    # 10), then 8: the HPA lets 2 go, not 1, and both may drain beside a scale-up
+    released = answered((0.0, 10), (100.0, 9), (400.0, 9))
+    assert (released.held, released.entries) == (10, ())
+    later = after_answer(released, 8, 700.0, None)
+    assert later.entries == () and later.held == 10  # held 5 minutes from the last 9
+    gone = after_answer(later, 8, 1001.0, None)
+    assert (gone.held, gone.entries) == (8, ((1001.0, 2),))
+    # past the tolerance, the answer is what it runs: 8 of 10 lets 2 go once it leaves the window
+    assert after_answer(answered((0.0, 10), (100.0, 8)), 8, 401.0, None).entries == ((401.0, 2),)
