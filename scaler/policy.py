@@ -19,6 +19,7 @@ from scaler.draining import (
     NONE_RELEASED,
     Released,
     after_answer,
+    drain_horizon,
     given_job_seconds,
     held_up,
     hpa_holds,
@@ -100,6 +101,9 @@ class Reason(enum.StrEnum):
     SCALING_IN_SLOWLY = "scaling in slowly: arrivals are a lower bound or unknown"
     #: before the first rate window shows the flow: the workers seen are kept
     FIRST_WINDOW = "first rate window: holding the workers"
+    #: a worker let go would hold the dependency while it drains, for longer than the target
+    #: age, and leave no room for a worker to take the next job
+    KEEPING_ROOM = "keeping one worker: one let go would fill the ceiling while it drains"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +236,7 @@ def decide(
         desired, reason = ceiling, Reason.CLAMPED
     released = settle(state.released, signals, spec, now)
     desired, reason = _with_draining(signals, state, released, ceiling, desired, reason)
+    desired, reason = _keeping_room(signals, spec, state, released, ceiling, (desired, reason))
     draining = likely_draining(released, signals, spec, now)
     active = _active(signals, spec, (desired, reason), ceiling, draining)
     if desired == 0 and reason not in (Reason.PAUSED, Reason.CLAMPED):
@@ -292,6 +297,34 @@ def _with_draining(
     return desired, reason
 
 
+def _keeping_room(
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    state: PolicyState,
+    released: Released,
+    ceiling: int | None,
+    decided: tuple[int, Reason],
+) -> tuple[int, Reason]:
+    """One worker kept, where the format shows neither the workers nor what runs (Huey, a
+    plain list) and letting the last one go would fill the ceiling with workers that may drain
+    (those let go before, and the replicas the HPA holds) for longer than the target age
+    (:func:`scaler.draining.drain_horizon`): nothing the broker shows could end the drain
+    sooner, so the next job would wait for the horizon with no worker at all (``mixes-202``:
+    a ceiling of 1, the one pod let go drained a long job, and 200 jobs waited 15 minutes
+    while the answer was clamped to 0; the fleet that kept its pod had none waiting)."""
+    desired, reason = decided
+    if ceiling is None or desired > 0 or reason is Reason.CLAMPED or signals.paused:
+        return decided
+    if signals.consumers is not None or signals.in_flight is not None:
+        return decided
+    if drain_horizon(spec) <= spec.target_age:
+        return decided
+    held = released.held if released.held is not None else (state.last_desired or 0)
+    if held < 1 or released.workers + held < ceiling:
+        return decided
+    return 1, Reason.KEEPING_ROOM
+
+
 def _active(
     signals: QueueSignals,
     spec: TriggerSpec,
@@ -310,6 +343,8 @@ def _active(
     if signals.paused:
         return desired > 0
     if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
+        return True
+    if reason is Reason.KEEPING_ROOM:
         return True
     full = ceiling is not None and draining >= ceiling
     if active and desired == 0 and reason is Reason.CLAMPED and full:

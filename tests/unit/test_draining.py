@@ -3,6 +3,8 @@ policy keeps beside them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from brokers.base import Precision
@@ -266,6 +268,36 @@ def test_a_grace_period_is_a_duration_of_zero_or_more() -> None:
     assert spec_of("huey").grace_period is None
     with pytest.raises(InvalidMetadata, match="gracePeriod: got '-5s'; expected a duration"):
         spec_of("huey", gracePeriod="-5s")
+
+
+def test_a_last_worker_whose_drain_would_fill_the_ceiling_past_the_target_is_kept() -> None:
+    # Huey shows nothing of its workers; 2-minute jobs drain for up to 20 minutes unseen. One
+    # worker let go already may drain under a ceiling of 2: letting the last one go too would
+    # leave no room for a worker when the next job comes, for 20 minutes (`mixes-202`: 200
+    # jobs waited 15 minutes beside a pod that drained one job). One is kept, and active
+    spec = spec_of("huey", jobDuration="2m", dependencies="postgres=8/4")
+    state = PolicyState(
+        last_desired=1, released=Released(entries=((0.0, 1),), answers=((100.0, 1),))
+    )
+    idle = replace(
+        signals_of(depth=0, at=500.0),
+        arrival_rate=Figure(0.0, Precision.EXACT, "test"),
+        completion_rate=Figure(0.0, Precision.EXACT, "test"),
+    )
+    decision, _ = decide(idle, spec, 500.0, state)
+    assert (decision.desired_workers, decision.reason, decision.active) == (
+        1,
+        Reason.KEEPING_ROOM,
+        True,
+    )
+    # with room left beside the one that drains (a ceiling of 3), the last one goes
+    roomy = spec_of("huey", jobDuration="2m", dependencies="postgres=12/4")
+    decision, _ = decide(idle, roomy, 500.0, state)
+    assert (decision.desired_workers, decision.reason, decision.active) == (0, Reason.IDLE, False)
+    # where the grace period ends the drain within the target, the room comes back in time
+    graced = spec_of("huey", jobDuration="2m", dependencies="postgres=8/4", gracePeriod="20s")
+    decision, _ = decide(idle, graced, 500.0, state)
+    assert (decision.desired_workers, decision.active) == (0, False)
 
 
 def test_an_answer_within_the_hpa_s_tolerance_leaves_the_replicas_it_runs() -> None:
