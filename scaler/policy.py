@@ -16,6 +16,7 @@ from scaler.ceilings.limit import Ceiling, trigger_ceiling
 from scaler.draining import (
     HPA_STABILIZATION,
     HPA_TOLERANCE,
+    KEDA_COOLDOWN,
     NONE_RELEASED,
     Released,
     after_answer,
@@ -104,6 +105,8 @@ class Reason(enum.StrEnum):
     #: a worker let go would hold the dependency while it drains, for longer than the target
     #: age, and leave no room for a worker to take the next job
     KEEPING_ROOM = "keeping one worker: one let go would fill the ceiling while it drains"
+    #: the last job that waited for a fleet scaled to zero waited longer than the target age
+    KEEPING_WARM = "keeping one worker: a start from zero took longer than the target"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,10 @@ class PolicyState:
     peak_at: float | None = None
     #: the workers the answers let go that may still drain (see :mod:`scaler.draining`)
     released: Released = NONE_RELEASED
+    #: the enqueue time of the oldest job seen waiting for a fleet KEDA may have scaled to
+    #: zero, until jobs are taken; and how long the last such job waited for its first take
+    cold_job_at: float | None = None
+    cold_wait: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +213,7 @@ def decide(
     falls back, see :func:`scaler.ceilings.limit.dependency_ceiling`). ``history``: the samples
     the signals come from, which the knee learns from (``learnKnee``)."""
     state = _learn_job_time(signals, spec, _learn(signals, spec, state))
+    state = _learn_cold_wait(signals, state, now)
     throughput = _throughput(spec, state)
     # the workers that run now: the broker's count, else the previous answer
     workers_now = signals.consumers if signals.consumers is not None else state.last_desired
@@ -237,6 +245,7 @@ def decide(
     released = settle(state.released, signals, spec, now)
     desired, reason = _with_draining(signals, state, released, ceiling, desired, reason)
     desired, reason = _keeping_room(signals, spec, state, released, ceiling, (desired, reason))
+    desired, reason = _keeping_warm(signals, spec, state, (desired, reason))
     draining = likely_draining(released, signals, spec, now)
     active = _active(signals, spec, (desired, reason), ceiling, draining)
     if desired == 0 and reason not in (Reason.PAUSED, Reason.CLAMPED):
@@ -325,6 +334,43 @@ def _keeping_room(
     return 1, Reason.KEEPING_ROOM
 
 
+def _learn_cold_wait(signals: QueueSignals, state: PolicyState, now: float) -> PolicyState:
+    """How long a job waits for a fleet scaled to zero: from the enqueue time of the oldest
+    job seen waiting once KEDA may have scaled the Deployment to zero (the answers inactive
+    for its cooldown), to the first sample that shows jobs taken (completed, in flight, or
+    workers seen)."""
+    if state.cold_job_at is None:
+        since = state.released.inactive_since
+        cold = since is not None and now - since >= KEDA_COOLDOWN
+        age = signals.oldest_age.value
+        if cold and signals.depth and age is not None:
+            return replace(state, cold_job_at=now - age)
+        return state
+    taken = bool(signals.completion_rate.value or signals.in_flight or signals.consumers)
+    if taken:
+        return replace(state, cold_job_at=None, cold_wait=now - state.cold_job_at)
+    if not signals.depth:  # gone untaken (deleted, expired): it tells nothing of a start
+        return replace(state, cold_job_at=None)
+    return state
+
+
+def _keeping_warm(
+    signals: QueueSignals, spec: TriggerSpec, state: PolicyState, decided: tuple[int, Reason]
+) -> tuple[int, Reason]:
+    """One worker kept, and the queue active, where the last job that waited for a fleet
+    scaled to zero waited longer than the target age (:func:`_learn_cold_wait`): a start
+    from zero cannot meet the target, however soon it is asked (pods that boot for longer
+    than it: ``broad-072``, RQ workers that boot for 109 s, a 60 s target). The worker is kept
+    from then on, while the scaler runs: with it no start from zero is measured again.
+    ``minWorkers`` keeps workers from the first start."""
+    desired, reason = decided
+    if desired > 0 or reason is Reason.CLAMPED or signals.paused:
+        return decided
+    if state.cold_wait is None or state.cold_wait <= spec.target_age:
+        return decided
+    return 1, Reason.KEEPING_WARM
+
+
 def _active(
     signals: QueueSignals,
     spec: TriggerSpec,
@@ -344,7 +390,7 @@ def _active(
         return desired > 0
     if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
         return True
-    if reason is Reason.KEEPING_ROOM:
+    if reason in (Reason.KEEPING_ROOM, Reason.KEEPING_WARM):
         return True
     full = ceiling is not None and draining >= ceiling
     if active and desired == 0 and reason is Reason.CLAMPED and full:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from brokers.base import Precision
+from scaler.draining import Released
 from scaler.policy import (
     LEARNING_RATE,
     PRIOR_JOBS,
@@ -1331,3 +1332,31 @@ def test_a_scale_up_for_long_jobs_is_taken_past_the_hpa_tolerance() -> None:
     step, _ = decide(ten, spec, NOW, PolicyState(last_desired=10))
     assert step.needed is not None and 10 < step.needed <= 11
     assert step.desired_workers == 11
+
+
+def test_a_start_from_zero_slower_than_the_target_keeps_one_worker_from_then_on() -> None:
+    # broad-072: RQ workers boot for 109 s, the target is 60 s. KEDA scaled the Deployment to
+    # zero (the answers inactive for its cooldown); a job came at 1,000 s, and the first
+    # worker took it at 1,140 s: every start from zero misses the target, so the next time
+    # the queue empties one worker stays, and the queue stays active
+    spec = spec_of(targetAge="60s", jobDuration="277s", workerConcurrency="1")
+    zeroed = PolicyState(released=Released(inactive_since=0.0))
+    waiting = signals_of(depth=1, consumers=0, in_flight=0, age=15.0, arrivals=0.0, completions=0.0)
+    _, state = decide(waiting, spec, 1015.0, zeroed)
+    assert (state.cold_job_at, state.cold_wait) == (1000.0, None)
+    taken = signals_of(depth=0, consumers=1, in_flight=1, arrivals=0.0, completions=0.0)
+    _, state = decide(taken, spec, 1140.0, state)
+    assert (state.cold_job_at, state.cold_wait) == (None, 140.0)
+    idle = signals_of(depth=0, consumers=1, in_flight=0, arrivals=0.0, completions=0.0)
+    decision, _ = decide(idle, spec, 3000.0, state)
+    assert (decision.desired_workers, decision.reason, decision.active) == (
+        1,
+        Reason.KEEPING_WARM,
+        True,
+    )
+    # a start within the target, or none measured: the queue goes to zero as before
+    quick = replace(state, cold_wait=45.0)
+    assert decide(idle, spec, 3000.0, quick)[0].desired_workers == 0
+    # a job that went untaken (deleted) says nothing of a start
+    _, gone = decide(replace(waiting, depth=0), spec, 1030.0, replace(state, cold_job_at=1000.0))
+    assert (gone.cold_job_at, gone.cold_wait) == (None, 140.0)
