@@ -252,7 +252,8 @@ def decide(
         reason = Reason.IDLE
     if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
         state = _answered(state, desired, now)
-        let_go = after_answer(released, desired, now, signals.consumers, active is False)
+        held = _held_replicas(signals, desired, active)
+        let_go = after_answer(released, held, now, signals.consumers, active is False)
         state = replace(state, released=let_go)
     decision = Decision(
         desired_workers=desired,
@@ -304,6 +305,17 @@ def _with_draining(
     if desired > seen_room:
         return seen_room, Reason.CLAMPED
     return desired, reason
+
+
+def _held_replicas(signals: QueueSignals, desired: int, active: bool | None) -> int:
+    """The replicas an answer holds, as the count of those let go takes them: where the broker
+    shows no workers, an active answer of 0 holds one (KEDA keeps a replica while the trigger
+    is active, and the HPA's least is 1), and the count lets it go with the rest once the
+    answers are inactive for KEDA's cooldown; where it shows the workers, it shows that one
+    too (counting it there let a live Dramatiq pod read as one that drains, ``broad-243``)."""
+    if active and desired == 0 and signals.consumers is None:
+        return 1
+    return desired
 
 
 def _keeping_room(
@@ -903,10 +915,16 @@ def _holding_first_window(signals: QueueSignals, spec: TriggerSpec) -> bool:
     to zero at KEDA's first poll boots again when the flow shows: with 2-minute boots, minutes
     over the target where a fixed fleet has none. So does one cut to the few jobs that run at
     the first sample (a fresh HPA applies the first answer at once): `broad-287`, 12 workers
-    cut to 1 at the first answer, 166 s over a 30 s target where Judoscale had none."""
+    cut to 1 at the first answer, 166 s over a 30 s target where Judoscale had none.
+    Where the format shows neither the workers nor what runs (Huey, a plain list) and the
+    trigger names a dependency, the queue is active in that window too (none are seen, so
+    the answer stays 0, and KEDA keeps one replica): a warm fleet KEDA took to zero at its
+    first poll drained its long jobs uncounted beside the next rise, above the ceiling
+    (``ceilings-268``: 574 s). Without a dependency that would only wake such Deployments
+    at zero at each start of the scaler, and they are not held (change 10d, reverted)."""
     rate = signals.arrival_rate
-    return (
-        bool(signals.consumers)
-        and signals.rate_span < spec.rate_window
-        and not (rate.precision is Precision.EXACT and rate.value)
+    first = signals.rate_span < spec.rate_window and not (
+        rate.precision is Precision.EXACT and rate.value
     )
+    unseen = signals.consumers is None and signals.in_flight is None
+    return first and (bool(signals.consumers) or (unseen and bool(spec.dependencies)))

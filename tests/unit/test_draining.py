@@ -311,3 +311,31 @@ def test_an_answer_within_the_hpa_s_tolerance_leaves_the_replicas_it_runs() -> N
     assert (gone.held, gone.entries) == (8, ((1001.0, 2),))
     # past the tolerance, the answer is what it runs: 8 of 10 lets 2 go once it leaves the window
     assert after_answer(answered((0.0, 10), (100.0, 8)), 8, 401.0, None).entries == ((401.0, 2),)
+
+
+def test_an_active_answer_of_0_holds_the_replica_keda_keeps_where_no_workers_show() -> None:
+    # Huey under a ceiling, the scaler's first sample: no rate yet, so the queue is active
+    # (its first window) with an answer of 0. KEDA keeps one replica meanwhile; once the
+    # answers have been inactive for KEDA's cooldown it goes, and is counted as let go
+    spec = spec_of("huey")
+    unknown = Figure.unknown("no rate yet")
+    first = replace(
+        signals_of(depth=0), arrival_rate=unknown, completion_rate=unknown, rate_span=0.0
+    )
+    decision, state = decide(first, spec, 0.0, PolicyState())
+    assert (decision.desired_workers, decision.active) == (0, True)
+    assert state.released.answers == ((0.0, 1),)
+    quiet = replace(
+        signals_of(depth=0, at=100.0),
+        arrival_rate=Figure(0.0, Precision.EXACT, "test"),
+        completion_rate=Figure(0.0, Precision.EXACT, "test"),
+    )
+    decision, state = decide(quiet, spec, 100.0, state)
+    assert (decision.desired_workers, decision.active, state.released.entries) == (0, False, ())
+    later = 100.0 + KEDA_COOLDOWN
+    _, state = decide(replace(quiet, observed_at=later), spec, later, state)
+    assert state.released.entries == ((later, 1),)
+    # without a dependency the first window is not held: inactive, and no replica is held
+    free = replace(spec, dependencies=())
+    decision, state = decide(first, free, 0.0, PolicyState())
+    assert (decision.active, state.released.answers) == (False, ((0.0, 0),))
