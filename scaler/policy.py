@@ -916,15 +916,16 @@ def _holding_first_window(signals: QueueSignals, spec: TriggerSpec) -> bool:
     over the target where a fixed fleet has none. So does one cut to the few jobs that run at
     the first sample (a fresh HPA applies the first answer at once): `broad-287`, 12 workers
     cut to 1 at the first answer, 166 s over a 30 s target where Judoscale had none.
-    Where the format shows neither the workers nor what runs (Huey, a plain list) and the
-    trigger names a dependency, the queue is active in that window too (none are seen, so
-    the answer stays 0, and KEDA keeps one replica): a warm fleet KEDA took to zero at its
-    first poll drained its long jobs uncounted beside the next rise, above the ceiling
-    (``ceilings-268``: 574 s). Without a dependency that would only wake such Deployments
-    at zero at each start of the scaler, and they are not held (change 10d, reverted)."""
+    Where the format shows no workers (Celery, arq, Huey, a plain list) and the trigger
+    names a dependency, the queue is active in that window too (none are seen, so the answer
+    stays 0, and KEDA keeps one replica): a warm fleet KEDA took to zero at its first poll
+    drained its long jobs uncounted beside the next rise, above the ceiling
+    (``ceilings-268``: 574 s), or booted again for longer than the target (``ceilings-030``).
+    Without a dependency that would only wake such Deployments at zero at each start of the
+    scaler, and they are not held (change 10d, reverted)."""
     rate = signals.arrival_rate
     first = signals.rate_span < spec.rate_window and not (
         rate.precision is Precision.EXACT and rate.value
     )
-    unseen = signals.consumers is None and signals.in_flight is None
+    unseen = signals.consumers is None
     return first and (bool(signals.consumers) or (unseen and bool(spec.dependencies)))

@@ -335,6 +335,9 @@ def test_an_active_answer_of_0_holds_the_replica_keda_keeps_where_no_workers_sho
     later = 100.0 + KEDA_COOLDOWN
     _, state = decide(replace(quiet, observed_at=later), spec, later, state)
     assert state.released.entries == ((later, 1),)
+    # Celery shows what runs but not the workers: nothing runs, and the window is held too
+    decision, _ = decide(replace(first, in_flight=0), spec_of("celery"), 0.0, PolicyState())
+    assert (decision.desired_workers, decision.active) == (0, True)
     # without a dependency the first window is not held: inactive, and no replica is held
     free = replace(spec, dependencies=())
     decision, state = decide(first, free, 0.0, PolicyState())
