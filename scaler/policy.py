@@ -244,8 +244,9 @@ def decide(
         desired, reason = ceiling, Reason.CLAMPED
     released = settle(state.released, signals, spec, now)
     desired, reason = _with_draining(signals, state, released, ceiling, desired, reason)
-    desired, reason = _keeping_room(signals, spec, state, released, ceiling, (desired, reason))
-    desired, reason = _keeping_warm(signals, spec, state, (desired, reason))
+    kept = _keeping_one(signals, spec, state, released, ceiling)
+    if kept is not None and desired == 0 and reason is not Reason.CLAMPED and not signals.paused:
+        desired, reason = 1, kept
     draining = likely_draining(released, signals, spec, now)
     active = _active(signals, spec, (desired, reason), ceiling, draining)
     if desired == 0 and reason not in (Reason.PAUSED, Reason.CLAMPED):
@@ -318,32 +319,52 @@ def _held_replicas(signals: QueueSignals, desired: int, active: bool | None) -> 
     return desired
 
 
-def _keeping_room(
+def _keeping_one(
     signals: QueueSignals,
     spec: TriggerSpec,
     state: PolicyState,
     released: Released,
     ceiling: int | None,
-    decided: tuple[int, Reason],
-) -> tuple[int, Reason]:
-    """One worker kept, where the format shows neither the workers nor what runs (Huey, a
-    plain list) and letting the last one go would fill the ceiling with workers that may drain
-    (those let go before, and the replicas the HPA holds) for longer than the target age
+) -> Reason | None:
+    """Why one worker is kept, and the queue active, where the answer would be 0 (neither
+    clamped nor paused: :func:`decide` applies it); None where none is.
+
+    ``KEEPING_ROOM``: the format shows neither the workers nor what runs (Huey, a plain list)
+    and letting the last one go would fill the ceiling with workers that may drain (those let
+    go before, and the replicas the HPA holds) for longer than the target age
     (:func:`scaler.draining.drain_horizon`): nothing the broker shows could end the drain
     sooner, so the next job would wait for the horizon with no worker at all (``mixes-202``:
     a ceiling of 1, the one pod let go drained a long job, and 200 jobs waited 15 minutes
-    while the answer was clamped to 0; the fleet that kept its pod had none waiting)."""
-    desired, reason = decided
-    if ceiling is None or desired > 0 or reason is Reason.CLAMPED or signals.paused:
-        return decided
-    if signals.consumers is not None or signals.in_flight is not None:
-        return decided
+    while the answer was clamped to 0; the fleet that kept its pod had none waiting).
+
+    ``KEEPING_WARM``: the last job that waited for a fleet scaled to zero waited longer than
+    the target age (:func:`_learn_cold_wait`): a start from zero cannot meet the target,
+    however soon it is asked (pods that boot for longer than it: ``broad-072``, RQ workers
+    that boot for 109 s, a 60 s target). The worker is kept from then on, while the scaler
+    runs: with it no start from zero is measured again. ``minWorkers`` keeps workers from the
+    first start."""
+    if _fills_ceiling(signals, spec, state, released, ceiling):
+        return Reason.KEEPING_ROOM
+    if state.cold_wait is not None and state.cold_wait > spec.target_age:
+        return Reason.KEEPING_WARM
+    return None
+
+
+def _fills_ceiling(
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    state: PolicyState,
+    released: Released,
+    ceiling: int | None,
+) -> bool:
+    """Whether letting the last worker go would fill ``ceiling`` with workers that may drain
+    for longer than the target age, unseen (see :func:`_keeping_one`)."""
+    if ceiling is None or signals.consumers is not None or signals.in_flight is not None:
+        return False
     if drain_horizon(spec) <= spec.target_age:
-        return decided
+        return False
     held = released.held if released.held is not None else (state.last_desired or 0)
-    if held < 1 or released.workers + held < ceiling:
-        return decided
-    return 1, Reason.KEEPING_ROOM
+    return held >= 1 and released.workers + held >= ceiling
 
 
 def _learn_cold_wait(signals: QueueSignals, state: PolicyState, now: float) -> PolicyState:
@@ -364,23 +385,6 @@ def _learn_cold_wait(signals: QueueSignals, state: PolicyState, now: float) -> P
     if not signals.depth:  # gone untaken (deleted, expired): it tells nothing of a start
         return replace(state, cold_job_at=None)
     return state
-
-
-def _keeping_warm(
-    signals: QueueSignals, spec: TriggerSpec, state: PolicyState, decided: tuple[int, Reason]
-) -> tuple[int, Reason]:
-    """One worker kept, and the queue active, where the last job that waited for a fleet
-    scaled to zero waited longer than the target age (:func:`_learn_cold_wait`): a start
-    from zero cannot meet the target, however soon it is asked (pods that boot for longer
-    than it: ``broad-072``, RQ workers that boot for 109 s, a 60 s target). The worker is kept
-    from then on, while the scaler runs: with it no start from zero is measured again.
-    ``minWorkers`` keeps workers from the first start."""
-    desired, reason = decided
-    if desired > 0 or reason is Reason.CLAMPED or signals.paused:
-        return decided
-    if state.cold_wait is None or state.cold_wait <= spec.target_age:
-        return decided
-    return 1, Reason.KEEPING_WARM
 
 
 def _active(
@@ -927,5 +931,5 @@ def _holding_first_window(signals: QueueSignals, spec: TriggerSpec) -> bool:
     first = signals.rate_span < spec.rate_window and not (
         rate.precision is Precision.EXACT and rate.value
     )
-    unseen = signals.consumers is None
-    return first and (bool(signals.consumers) or (unseen and bool(spec.dependencies)))
+    unseen_held = signals.consumers is None and bool(spec.dependencies)
+    return first and (bool(signals.consumers) or unseen_held)
