@@ -79,6 +79,13 @@ HORIZON = 30.0
 HELD_SHARE = 0.25
 #: ... where a job takes less than this share of the target
 HELD_JOB_SHARE = 0.25
+#: where the target age is shorter than this, a start from zero (KEDA's poll, then a pod that
+#: is scheduled, pulls its image and boots) is presumed slower than the target until one is
+#: measured: one worker is kept meanwhile (see :func:`_keeping_one`)
+PRESUMED_SLOW_START_TARGET = 60.0
+#: ... while jobs came, waited or ran within this many seconds; a queue idle for longer goes
+#: to zero as before, and its next start from zero is measured
+WARM_IDLE = 900.0
 #: a backlog of more than this many rounds of the running jobs is a burst, not a flow the
 #: busy fleet is short of (see :func:`_saturated`; 2 lost a draw of broad, 4 and 8 the same)
 SATURATED_ROUNDS = 4.0
@@ -107,6 +114,8 @@ class Reason(enum.StrEnum):
     KEEPING_ROOM = "keeping one worker: one let go would fill the ceiling while it drains"
     #: the last job that waited for a fleet scaled to zero waited longer than the target age
     KEEPING_WARM = "keeping one worker: a start from zero took longer than the target"
+    #: none measured yet, and the target is short: a start from zero is presumed slower
+    PRESUMED_SLOW_START = "keeping one worker: a start from zero may take longer than the target"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +146,8 @@ class PolicyState:
     #: zero, until jobs are taken; and how long the last such job waited for its first take
     cold_job_at: float | None = None
     cold_wait: float | None = None
+    #: the last sample time at which jobs arrived, waited or ran
+    busy_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +225,7 @@ def decide(
     the signals come from, which the knee learns from (``learnKnee``)."""
     state = _learn_job_time(signals, spec, _learn(signals, spec, state))
     state = _learn_cold_wait(signals, state, now)
+    state = _learn_busy(signals, state, now)
     throughput = _throughput(spec, state)
     # the workers that run now: the broker's count, else the previous answer
     workers_now = signals.consumers if signals.consumers is not None else state.last_desired
@@ -244,7 +256,7 @@ def decide(
         desired, reason = ceiling, Reason.CLAMPED
     released = settle(state.released, signals, spec, now)
     desired, reason = _with_draining(signals, state, released, ceiling, desired, reason)
-    kept = _keeping_one(signals, spec, state, released, ceiling)
+    kept = _keeping_one(signals, spec, state, released, ceiling, now)
     if kept is not None and desired == 0 and reason is not Reason.CLAMPED and not signals.paused:
         desired, reason = 1, kept
     draining = likely_draining(released, signals, spec, now)
@@ -325,6 +337,7 @@ def _keeping_one(
     state: PolicyState,
     released: Released,
     ceiling: int | None,
+    now: float,
 ) -> Reason | None:
     """Why one worker is kept, and the queue active, where the answer would be 0 (neither
     clamped nor paused: :func:`decide` applies it); None where none is.
@@ -342,11 +355,23 @@ def _keeping_one(
     however soon it is asked (pods that boot for longer than it: ``broad-072``, RQ workers
     that boot for 109 s, a 60 s target). The worker is kept from then on, while the scaler
     runs: with it no start from zero is measured again. ``minWorkers`` keeps workers from the
-    first start."""
+    first start.
+
+    ``PRESUMED_SLOW_START``: no start from zero measured yet, a target shorter than
+    ``PRESUMED_SLOW_START_TARGET``, and jobs came, waited or ran within ``WARM_IDLE``: KEDA's
+    poll alone may take 30 s, and a pod that is scheduled, pulls its image and boots often as
+    long again, so a queue with a target under a minute that goes to zero between jobs meets the
+    next one late (``broad-030``: Celery pods that boot for 107 s, a 30 s target, 114 s over
+    where a worker kept all hour had none). Once the queue has been idle for ``WARM_IDLE`` the
+    worker goes, and the next start from zero is measured (``KEEPING_WARM`` from then on if it
+    was too slow, zero between jobs if it was not)."""
     if _fills_ceiling(signals, spec, state, released, ceiling):
         return Reason.KEEPING_ROOM
     if state.cold_wait is not None and state.cold_wait > spec.target_age:
         return Reason.KEEPING_WARM
+    presumed = state.cold_wait is None and spec.target_age < PRESUMED_SLOW_START_TARGET
+    if presumed and state.busy_at is not None and now - state.busy_at < WARM_IDLE:
+        return Reason.PRESUMED_SLOW_START
     return None
 
 
@@ -365,6 +390,18 @@ def _fills_ceiling(
         return False
     held = released.held if released.held is not None else (state.last_desired or 0)
     return held >= 1 and released.workers + held >= ceiling
+
+
+def _learn_busy(signals: QueueSignals, state: PolicyState, now: float) -> PolicyState:
+    """The last time jobs arrived, waited or ran (see :func:`_keeping_one`); at the first
+    decision, now, unless the broker shows no worker at all: the scaler (re)started beside a
+    fleet whose recent work it has not seen, and a warm fleet taken to zero at KEDA's first
+    poll boots again for the next job."""
+    if signals.depth or signals.in_flight or signals.arrival_rate.value:
+        return replace(state, busy_at=now)
+    if state.busy_at is None and state.last_desired is None and signals.consumers != 0:
+        return replace(state, busy_at=now)
+    return state
 
 
 def _learn_cold_wait(signals: QueueSignals, state: PolicyState, now: float) -> PolicyState:
@@ -406,7 +443,7 @@ def _active(
         return desired > 0
     if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
         return True
-    if reason in (Reason.KEEPING_ROOM, Reason.KEEPING_WARM):
+    if reason in (Reason.KEEPING_ROOM, Reason.KEEPING_WARM, Reason.PRESUMED_SLOW_START):
         return True
     full = ceiling is not None and draining >= ceiling
     if active and desired == 0 and reason is Reason.CLAMPED and full:

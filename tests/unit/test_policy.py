@@ -13,6 +13,7 @@ from scaler.policy import (
     LEARNING_RATE,
     PRIOR_JOBS,
     UNBOUNDED_SECONDS,
+    WARM_IDLE,
     Decision,
     PolicyState,
     Reason,
@@ -1332,6 +1333,49 @@ def test_a_scale_up_for_long_jobs_is_taken_past_the_hpa_tolerance() -> None:
     step, _ = decide(ten, spec, NOW, PolicyState(last_desired=10))
     assert step.needed is not None and 10 < step.needed <= 11
     assert step.desired_workers == 11
+
+
+def test_a_short_target_keeps_one_worker_until_the_queue_is_idle_for_a_while() -> None:
+    # broad-030: Celery pods that boot for 107 s, a 30 s target. No start from zero is measured
+    # yet, so one is presumed slower than a target of a minute or less: the warm worker stays
+    # while jobs came within WARM_IDLE, and goes once the queue has been idle that long
+    spec = spec_of(targetAge="30s", jobDuration="1s", workerConcurrency="8")
+    busy = signals_of(depth=0, consumers=None, in_flight=1, arrivals=0.5, completions=0.5)
+    idle = signals_of(depth=0, consumers=None, in_flight=0, arrivals=0.0, completions=0.0)
+    _, state = decide(busy, spec, NOW, PolicyState(last_desired=1))
+    assert state.busy_at == NOW
+    kept, state = decide(idle, spec, NOW + WARM_IDLE - 1, state)
+    assert (kept.desired_workers, kept.reason, kept.active) == (
+        1,
+        Reason.PRESUMED_SLOW_START,
+        True,
+    )
+    gone, _ = decide(idle, spec, NOW + WARM_IDLE + 1, state)
+    assert (gone.desired_workers, gone.reason, gone.active) == (0, Reason.IDLE, False)
+    # a start from zero measured within the target: zero between jobs, as before
+    quick, _ = decide(idle, spec, NOW + 60, replace(state, cold_wait=20.0))
+    assert (quick.desired_workers, quick.active) == (0, False)
+    # a longer target leaves room for a start from zero: nothing presumed
+    patient = spec_of(targetAge="300s", jobDuration="1s", workerConcurrency="8")
+    _, state = decide(busy, patient, NOW, PolicyState(last_desired=1))
+    assert decide(idle, patient, NOW + 60, state)[0].desired_workers == 0
+
+
+def test_the_first_decision_presumes_recent_work_unless_no_worker_runs() -> None:
+    # the scaler (re)starts beside a warm fleet on an empty queue: KEDA's first poll would take
+    # it to zero, and the next job would wait for a boot; a Deployment the broker shows at
+    # zero workers is not woken
+    spec = spec_of(targetAge="30s", jobDuration="1s", workerConcurrency="8")
+    unseen = signals_of(depth=0, consumers=None, in_flight=0, arrivals=0.0, completions=0.0)
+    first, state = decide(unseen, spec, NOW, PolicyState())
+    assert (first.desired_workers, first.reason, state.busy_at) == (
+        1,
+        Reason.PRESUMED_SLOW_START,
+        NOW,
+    )
+    none_run = signals_of(depth=0, consumers=0, in_flight=0, arrivals=0.0, completions=0.0)
+    zero, state = decide(none_run, spec, NOW, PolicyState())
+    assert (zero.desired_workers, zero.active, state.busy_at) == (0, False, None)
 
 
 def test_a_start_from_zero_slower_than_the_target_keeps_one_worker_from_then_on() -> None:
