@@ -1337,7 +1337,7 @@ def test_a_scale_up_for_long_jobs_is_taken_past_the_hpa_tolerance() -> None:
 
 def test_a_short_target_keeps_one_worker_until_the_queue_is_idle_for_a_while() -> None:
     # broad-030: Celery pods that boot for 107 s, a 30 s target. No start from zero is measured
-    # yet, so one is presumed slower than a target of a minute or less: the warm worker stays
+    # yet, so one is presumed slower than a target under a minute: the warm worker stays
     # while jobs came within WARM_IDLE, and goes once the queue has been idle that long
     spec = spec_of(targetAge="30s", jobDuration="1s", workerConcurrency="8")
     busy = signals_of(depth=0, consumers=None, in_flight=1, arrivals=0.5, completions=0.5)
