@@ -30,6 +30,7 @@ from scaler.draining import (
 )
 from scaler.knee import KneeState, learn, with_knee
 from scaler.signals import QueueSignals
+from scaler.start_lag import NO_LAG, StartLag, held_flow, learn_lag, remember_flow
 from scaler.trigger_spec import Metric, TriggerSpec
 
 #: KEDA turns NaN and infinities into 0; an unbounded drain time is sent as this many seconds
@@ -116,6 +117,9 @@ class Reason(enum.StrEnum):
     KEEPING_WARM = "keeping one worker: a start from zero took longer than the target"
     #: none measured yet, and the target is short: a start from zero is presumed slower
     PRESUMED_SLOW_START = "keeping one worker: a start from zero may take longer than the target"
+    #: the workers asked for took longer than the target age to start, and the flow stopped:
+    #: its recent peak is kept for the next rise
+    HOLDING_FOR_RISES = "holding the flow's recent peak: workers start slower than the target"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +152,8 @@ class PolicyState:
     cold_wait: float | None = None
     #: the last sample time at which jobs arrived, waited or ran
     busy_at: float | None = None
+    #: how long asked-for workers took to show, and the flow's recent peak
+    start_lag: StartLag = NO_LAG
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +258,9 @@ def decide(
         )
         desired, reason = _first_window(signals, spec, desired, reason)
         desired = _past_tolerance(signals, spec, throughput, workers_now, desired)
+        desired, reason, state = _holding_for_rises(
+            signals, spec, throughput, now, state, desired, reason
+        )
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
     released = settle(state.released, signals, spec, now)
@@ -265,6 +274,8 @@ def decide(
         reason = Reason.IDLE
     if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
         state = _answered(state, desired, now)
+        lag = learn_lag(state.start_lag, signals.consumers, desired, now)
+        state = replace(state, start_lag=lag)
         held = _held_replicas(signals, desired, active)
         let_go = after_answer(released, held, now, signals.consumers, active is False)
         state = replace(state, released=let_go)
@@ -283,6 +294,36 @@ def decide(
         knee=state.knee,
     )
     return decision, state
+
+
+def _holding_for_rises(
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    throughput: float | None,
+    now: float,
+    state: PolicyState,
+    desired: int,
+    reason: Reason,
+) -> tuple[int, Reason, PolicyState]:
+    """At least the flow's recent peak where the workers an answer asks for take longer than
+    the target age to start and the flow stopped (:func:`scaler.start_lag.held_flow`): the
+    next rise would wait a whole start for the fleet let go. The flow's need: its arrivals
+    over a worker's throughput, or where nothing waits the workers its running jobs keep busy
+    (a list its workers empty between samples shows a rate of next to nothing). ``broad-282``:
+    on-off traffic, Sidekiq pods that boot for 175 s, a 15 s target; the fleet was let go in
+    each pause and every rise waited minutes (632 s over the target where Judoscale, which
+    held it, had 8)."""
+    if not throughput or signals.depth is None:
+        return desired, reason, state
+    running = signals.mean_in_flight if signals.mean_in_flight is not None else signals.in_flight
+    busy = None if signals.depth else _busy_workers(signals, spec, running)
+    flow = max(_future_arrival_rate(signals) / throughput, busy or 0.0)
+    lag = remember_flow(state.start_lag, flow, now)
+    state = replace(state, start_lag=lag)
+    held = held_flow(lag, flow, spec.target_age)
+    if desired < held:
+        return held, Reason.HOLDING_FOR_RISES, state
+    return desired, reason, state
 
 
 def _answered(state: PolicyState, desired: int, now: float) -> PolicyState:
@@ -443,7 +484,12 @@ def _active(
         return desired > 0
     if active is False and reason is Reason.SCALING_IN_SLOWLY and desired > 0:
         return True
-    if reason in (Reason.KEEPING_ROOM, Reason.KEEPING_WARM, Reason.PRESUMED_SLOW_START):
+    if reason in (
+        Reason.KEEPING_ROOM,
+        Reason.KEEPING_WARM,
+        Reason.PRESUMED_SLOW_START,
+        Reason.HOLDING_FOR_RISES,
+    ):
         return True
     full = ceiling is not None and draining >= ceiling
     if active and desired == 0 and reason is Reason.CLAMPED and full:

@@ -60,6 +60,7 @@ from scaler.policy import (
 )
 from scaler.pool_spec import PoolQueue, ServingOrder
 from scaler.signals import QueueSignals
+from scaler.start_lag import NO_LAG
 from scaler.trigger_spec import Metric, TriggerSpec
 
 #: reasons under which a queue's decision holds workers rather than follow its need
@@ -233,9 +234,12 @@ def decide_queues(
     unknown: str | None = None
     for member, share in zip(members, shares, strict=True):
         # a queue's own step-down on uncertain arrivals would hold whole workers per queue: the
-        # pool steps down instead (bound_pool)
+        # pool steps down instead (bound_pool); nor does a queue time the pool's starts from its
+        # share, or hold its flow's peak for them
         queue_state = replace(
-            state.queues.get(member.queue.name) or PolicyState(), last_desired=None
+            state.queues.get(member.queue.name) or PolicyState(),
+            last_desired=None,
+            start_lag=NO_LAG,
         )
         spec = member.spec
         if (

@@ -23,6 +23,7 @@ from scaler.policy import (
 )
 from scaler.signals import Figure, QueueSignals
 from scaler.spec import parse_metadata
+from scaler.start_lag import FLOW_BUCKET, FLOW_MEMORY, StartLag
 from scaler.trigger_spec import Metric, TriggerSpec
 
 NOW = 1000.0
@@ -1404,3 +1405,45 @@ def test_a_start_from_zero_slower_than_the_target_keeps_one_worker_from_then_on(
     # a job that went untaken (deleted) says nothing of a start
     _, gone = decide(replace(waiting, depth=0), spec, 1030.0, replace(state, cold_job_at=1000.0))
     assert (gone.cold_job_at, gone.cold_wait) == (None, 140.0)
+
+
+def test_where_workers_start_slowly_a_pause_in_the_flow_keeps_its_recent_peak() -> None:
+    # broad-282: on-off traffic, Sidekiq pods that boot for 175 s, a 15 s target. Let go in a
+    # pause, the fleet met every rise minutes late; held at the flow's recent peak (5.3
+    # workers' need), it met them on time
+    spec = spec_of(targetAge="15s", jobDuration="22s", workerConcurrency="9")
+    peak = ((int(NOW // FLOW_BUCKET), 5.3),)
+    slow = PolicyState(last_desired=7, start_lag=StartLag(shortest=180.0, flow_peaks=peak))
+    pause = signals_of(
+        depth=0, consumers=7, in_flight=0, mean_in_flight=0.0, arrivals=0.0, completions=0.0
+    )
+    held, state = decide(pause, spec, NOW, slow)
+    assert (held.desired_workers, held.reason, held.active) == (6, Reason.HOLDING_FOR_RISES, True)
+    # a quarter hour after the peak, the fleet goes
+    gone, _ = decide(
+        replace(pause, observed_at=NOW + FLOW_MEMORY + FLOW_BUCKET),
+        spec,
+        NOW + FLOW_MEMORY + FLOW_BUCKET,
+        state,
+    )
+    assert (gone.desired_workers, gone.active) == (0, False)
+    # starts within a minute (the HPA's sync and KEDA's poll are most of it): let go as before
+    quick = replace(slow, start_lag=StartLag(shortest=45.0, flow_peaks=peak))
+    assert decide(pause, spec, NOW, quick)[0].desired_workers == 0
+    # a trough the fleet follows (16 of the 9-slot workers' slots busy: 1.8 workers, a third
+    # of the peak) is not a pause: the fleet follows the flow down
+    trough = replace(pause, in_flight=16, mean_in_flight=16.0)
+    followed, _ = decide(trough, spec, NOW, slow)
+    assert (followed.desired_workers, followed.reason) == (2, Reason.KEEPING_UP)
+
+
+def test_the_time_a_start_takes_is_learned_from_the_answers_and_the_workers_shown() -> None:
+    spec = spec_of(targetAge="15s", jobDuration="22s", workerConcurrency="9")
+    backlog = signals_of(
+        depth=40, consumers=2, in_flight=18, age=5.0, arrivals=1.0, completions=0.8
+    )
+    asked, state = decide(backlog, spec, NOW, PolicyState(last_desired=2))
+    assert asked.desired_workers > 2 and state.start_lag.asked_at == NOW
+    more = replace(backlog, consumers=3, observed_at=NOW + 175.0)
+    _, state = decide(more, spec, NOW + 175.0, state)
+    assert state.start_lag.shortest == 175.0
