@@ -319,7 +319,8 @@ def _holding_for_rises(
     busy = None if signals.depth else _busy_workers(signals, spec, running)
     flow = max(_future_arrival_rate(signals) / throughput, busy or 0.0)
     lag = remember_flow(state.start_lag, flow, now)
-    state = replace(state, start_lag=lag)
+    if lag is not state.start_lag:
+        state = replace(state, start_lag=lag)
     held = held_flow(lag, flow, spec.target_age)
     if desired < held:
         return held, Reason.HOLDING_FOR_RISES, state

@@ -81,7 +81,10 @@ def remember_flow(lag: StartLag, flow: float | None, now: float) -> StartLag:
         return lag
     bucket = int(now // FLOW_BUCKET)
     oldest = bucket - int(FLOW_MEMORY // FLOW_BUCKET)
-    peaks = [(b, peak) for b, peak in lag.flow_peaks if b > oldest]
+    held = lag.flow_peaks
+    if held and held[-1][0] == bucket and held[-1][1] >= flow and held[0][0] > oldest:
+        return lag  # nothing to add nor to forget: most calls, with nothing allocated
+    peaks = [(b, peak) for b, peak in held if b > oldest]
     if peaks and peaks[-1][0] == bucket:
         peaks[-1] = (bucket, max(peaks[-1][1], flow))
     else:
