@@ -275,7 +275,8 @@ def decide(
     if parts.unknown is None:  # an answer KEDA gets: what the fleet will be, held on missing data
         state = _answered(state, desired, now)
         lag = learn_lag(state.start_lag, signals.consumers, desired, now)
-        state = replace(state, start_lag=lag)
+        if lag is not state.start_lag:
+            state = replace(state, start_lag=lag)
         held = _held_replicas(signals, desired, active)
         let_go = after_answer(released, held, now, signals.consumers, active is False)
         state = replace(state, released=let_go)
@@ -315,8 +316,8 @@ def _holding_for_rises(
     held it, had 8)."""
     if not throughput or signals.depth is None:
         return desired, reason, state
-    running = signals.mean_in_flight if signals.mean_in_flight is not None else signals.in_flight
-    busy = None if signals.depth else _busy_workers(signals, spec, running)
+    running = None if signals.depth else _running(signals, spec, throughput)
+    busy = _busy_workers(signals, spec, running)
     flow = max(_future_arrival_rate(signals) / throughput, busy or 0.0)
     lag = remember_flow(state.start_lag, flow, now)
     if lag is not state.start_lag:

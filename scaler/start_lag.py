@@ -65,7 +65,7 @@ def learn_lag(lag: StartLag, consumers: int | None, desired: int, now: float) ->
         seconds = now - lag.asked_at
         shortest = seconds if lag.shortest is None else min(lag.shortest, seconds)
         lag = replace(lag, asked_at=None, filled_to=lag.asked_for, shortest=shortest)
-    if consumers >= lag.filled_to or desired <= consumers:
+    if lag.filled_to and (consumers >= lag.filled_to or desired <= consumers):
         lag = replace(lag, filled_to=0)
     asks_more = desired > max(consumers, lag.filled_to) and not hpa_holds(desired, consumers)
     if asks_more and lag.asked_at is None:
