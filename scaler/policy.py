@@ -53,6 +53,10 @@ JOB_TIME_WINDOWS = 5.0
 PRIOR_JOBS = 20.0
 #: jobs completed before a job time is learned where none is given
 MIN_LEARNED_COMPLETIONS = 10.0
+#: the job time learned is never taken below this share of a given jobDuration: where the flow
+#: rises and some jobs are long, the windows see the short jobs finish before the long ones
+#: have piled up to their share of the slots (see :func:`learned_job_seconds`)
+LEARNED_FLOOR_SHARE = 0.6
 #: where the target age is at least this long, and a job takes less than it, the fleet may be
 #: a little short of the need while the oldest job is young (see :func:`_patience`)
 PATIENT_TARGET = 120.0
@@ -593,13 +597,24 @@ def learned_job_seconds(state: PolicyState, given: float | None = None) -> float
     """How long a job holds a slot, by Little's law: the busy slot-seconds over the jobs
     completed in the last ``JOB_TIME_WINDOWS`` rate windows or so. ``given`` (the trigger's
     ``jobDuration``) counts as ``PRIOR_JOBS`` jobs of that length, so that a few jobs do not
-    overturn it and many do; without it, None until ``MIN_LEARNED_COMPLETIONS`` completed."""
+    overturn it and many do, down to ``LEARNED_FLOOR_SHARE`` of it; without it, None until
+    ``MIN_LEARNED_COMPLETIONS`` completed.
+
+    The floor: Little's law holds for a steady flow. Where the flow rises (a ramp, a step, the
+    end of a pause) and a few jobs are long, the short ones finish at the new rate at once while
+    the long ones take their whole time to pile up to their share of the slots, so the windows
+    read a job time many times too short for as long as the longest jobs run, and the fleet is
+    sized for that (``mixes-067``, a ramp: 1.2 s learned within a minute where 4.6 s was given
+    and 5.0 s was true, two or three workers while 900 jobs piled up, 201 s over a 60 s target
+    where KEDA's messageRate had none; 50 s with the floor). A ``jobDuration`` guessed 30% long
+    still learns down to its truth (0.77 of it)."""
     busy, done = state.slot_seconds, state.jobs_done
     if busy is None or done is None:
         return given
     busy, done = busy * JOB_TIME_WINDOWS, done * JOB_TIME_WINDOWS
     if given is not None:
-        return (PRIOR_JOBS * given + busy) / (PRIOR_JOBS + done)
+        blended = (PRIOR_JOBS * given + busy) / (PRIOR_JOBS + done)
+        return max(blended, LEARNED_FLOOR_SHARE * given)
     if done < MIN_LEARNED_COMPLETIONS or busy <= 0:
         return None
     return busy / done

@@ -10,6 +10,7 @@ import pytest
 from brokers.base import Precision
 from scaler.draining import Released
 from scaler.policy import (
+    LEARNED_FLOOR_SHARE,
     LEARNING_RATE,
     PRIOR_JOBS,
     UNBOUNDED_SECONDS,
@@ -953,6 +954,18 @@ def test_a_job_duration_30_percent_long_is_corrected_as_well() -> None:
     assert decision.needed == pytest.approx(10.0, rel=0.01)  # not 13 (20 / (4 / 2.6))
 
 
+def test_a_job_time_learned_far_under_the_given_one_stops_at_its_floor() -> None:
+    # jobDuration says 5 s; a rising flow's first windows see its short jobs finish, 1 s each
+    spec = spec_of(jobDuration="5s", workerConcurrency="4")
+    decision, _ = decide(_busy(NOW, in_flight=20.0, finished=1200.0), spec, NOW, PolicyState())
+    assert decision.throughput == pytest.approx(4 / (LEARNED_FLOOR_SHARE * 5))  # 3 s, not 1 s
+    assert decision.desired_workers == 15  # 20 jobs/s of 3 s jobs on 4 slots, not 5
+    # without a jobDuration there is nothing to stop at: 1 s is what the windows show
+    bare, _ = decide(_busy(NOW, in_flight=20.0, finished=1200.0), spec_of(workerConcurrency="4"),
+                     NOW, PolicyState())  # fmt: skip
+    assert bare.throughput == pytest.approx(4.0)
+
+
 def test_a_few_jobs_do_not_overturn_the_given_job_duration() -> None:
     # a sparse queue: 2 jobs finished in the window, 10 s each, against a given 25 s
     spec = spec_of(jobDuration="25s", workerConcurrency="2")
@@ -1233,25 +1246,25 @@ def test_the_first_sample_does_not_cut_a_warm_fleet_to_the_few_jobs_that_run() -
 
 
 def test_patience_reads_the_longer_of_the_given_and_the_learned_job_time() -> None:
-    # jobDuration 18 s, learned 5 s from windows without a mix's long jobs (5,100 slot-seconds
-    # over 1,020 jobs with the prior): 18 s is over a thirtieth of 5 minutes, so patience keeps
-    # the workers the running jobs hold (mixes-021: 0 s over the target before patience, 94.8 s
-    # with it on the learned time and no such floor)
-    spec = spec_of(jobDuration="18s", workerConcurrency="4", targetAge="5m")
-    learned = PolicyState(slot_seconds=948.0, jobs_done=200.0, job_time_at=NOW)
+    # jobDuration 15 s, learned 9.5 s from windows without a mix's long jobs (1,878 slot-seconds
+    # over 200 jobs a window, with the prior): 15 s is over a thirtieth of 5 minutes, so patience
+    # keeps the workers the running jobs hold (mixes-021: 0 s over the target before patience,
+    # 94.8 s with it on the learned time and no such floor)
+    spec = spec_of(jobDuration="15s", workerConcurrency="4", targetAge="5m")
+    learned = PolicyState(slot_seconds=1878.0, jobs_done=200.0, job_time_at=NOW)
     young = signals_of(depth=40, consumers=4, age=30.0, arrivals=2.6, completions=2.6, flow=2.6)
     decision, _ = run(spec, young, learned)
-    assert decision.throughput == pytest.approx(4 / 5.0)
-    assert decision.needed == pytest.approx(2.6 / 0.8 + 40 / (300 - 5) / 0.8)
-    assert decision.desired_workers == 3  # ceil(3.42 - 0.87): what runs is not shown
-    running = replace(young, in_flight=16)  # all 16 slots of the 4 workers run a job
-    assert run(spec, running, learned)[0].desired_workers == 4
-    # the same learned time with a short jobDuration given: patience, ceil(3.42 - 0.8)
+    assert decision.throughput == pytest.approx(4 / 9.5)
+    assert decision.needed == pytest.approx(2.6 / (4 / 9.5) + 40 / (300 - 9.5) / (4 / 9.5))
+    assert decision.desired_workers == 5  # ceil(6.50 - 2.25): what runs is not shown
+    running = replace(young, consumers=7, in_flight=28)  # all 28 slots of 7 workers run a job
+    assert run(spec, running, learned)[0].desired_workers == 7
+    # the same learned time with a short jobDuration given: patience, below what runs
     short = spec_of(jobDuration="4s", workerConcurrency="4", targetAge="5m")
-    shorter = PolicyState(slot_seconds=1004.0, jobs_done=200.0, job_time_at=NOW)
-    decision, _ = run(short, young, shorter)
-    assert decision.throughput == pytest.approx(4 / 5.0)
-    assert decision.desired_workers == 3
+    shorter = PolicyState(slot_seconds=1922.0, jobs_done=200.0, job_time_at=NOW)
+    decision, _ = run(short, running, shorter)
+    assert decision.throughput == pytest.approx(4 / 9.5)
+    assert decision.desired_workers == 5
 
 
 def test_long_jobs_are_sized_for_what_runs_and_what_arrives_within_the_horizon() -> None:
