@@ -667,8 +667,11 @@ def _needed(
     each (67 workers for 18 waiting 7-minute jobs, ``broad-115``), and a job a scale-in stopped
     comes back with its first enqueue time, which the age rule read as a fleet many times too
     slow (41 workers for one 8-minute job 497 s old, ``broad-160``). Where the broker does not
-    show what runs, the slots the waiting jobs would find may be held by long jobs unseen, and
-    the plan stands as it is."""
+    show what runs, every slot of the workers there are (the previous answer) may be held by a
+    long job unseen, and the plan is at most a slot for each waiting job on top of them: a plain
+    list of 29-minute jobs under a 15 s target asked 132 workers for 4 waiting jobs, and KEDA's
+    maximum of 100 ran for 40 minutes (``broad-201``; capped at the slots alone, a Huey queue
+    under a 15 s target, ``mixes-184``, went from 46 to 206 s over it)."""
     if signals.depth is None:
         return None, Reason.DEPTH_UNKNOWN
     depth = signals.depth
@@ -686,8 +689,12 @@ def _needed(
         )
         waiting = max(0.0, depth - _held_backlog(signals, spec, throughput, rate))
         drain = waiting / _drain_seconds(spec, throughput) / throughput
-        if signals.in_flight is not None and spec.worker_concurrency:
-            drain = min(drain, waiting / spec.worker_concurrency)
+        if spec.worker_concurrency:
+            slots = waiting / spec.worker_concurrency
+            # unseen, every slot there is may hold a long job: the waiting start on new ones
+            drain = min(
+                drain, slots if signals.in_flight is not None else slots + (workers_now or 0)
+            )
         needed = keep_up + drain
         reason = Reason.DRAINING_BACKLOG if drain > keep_up else Reason.KEEPING_UP
     age = signals.oldest_age.value

@@ -1056,8 +1056,10 @@ def test_the_backlog_drains_in_the_target_less_one_job() -> None:
     assert decision.needed == pytest.approx(2 / 60 / (2 / 60))
     # a mean job as long as the target is a mix's few long jobs: the target again (the mixed
     # scenario: 1.29x the cheapest policy's worker-seconds when it drained in half the target)
+    # (on 5 workers whose running jobs are not shown: under the cap of a slot for each waiting
+    # job on top of them, 5 + 1)
     slow = spec_of(jobDuration="10m", workerConcurrency="2", targetAge="2m")
-    decision, _ = run(slow, signals_of(depth=2, consumers=1, age=1.0, arrivals=0.0,
+    decision, _ = run(slow, signals_of(depth=2, consumers=5, age=1.0, arrivals=0.0,
                                        completions=0.0))  # fmt: skip
     assert decision.needed == pytest.approx(2 / 120 / (2 / 600))
 
@@ -1302,10 +1304,15 @@ def test_a_backlog_of_long_jobs_is_drained_by_one_slot_a_job_at_most() -> None:
     running = math.exp(-30 / 600)  # the one busy worker's job still running a horizon on
     assert decision.needed == pytest.approx(running + 6 / 2)
     assert decision.desired_workers == 4
-    # where the broker does not show what runs (Huey, a plain list), the slots the waiting jobs
-    # find may be held by long jobs unseen: the plan as it stands
-    unseen, _ = decide(replace(waiting, in_flight=None), spec, NOW, PolicyState(last_desired=1))
-    assert unseen.needed == pytest.approx(6 / 120 / (2 / 600))
+    # where the broker does not show what runs (Huey, a plain list), every slot of the workers
+    # there are may hold a long job unseen: a slot for each waiting job on top of them, 4, not
+    # the 15 of the plan (broad-201: 132 asked for 4 waiting 29-minute jobs on a plain list)
+    unseen = replace(waiting, in_flight=None, consumers=None)
+    decision, _ = decide(unseen, spec, NOW, PolicyState(last_desired=1))
+    assert decision.needed == pytest.approx(1 + 6 / 2)
+    assert decision.desired_workers == 4
+    larger, _ = decide(unseen, spec, NOW, PolicyState(last_desired=10))
+    assert larger.needed == pytest.approx(10 + 6 / 2)
 
 
 def test_a_requeued_job_past_the_target_asks_one_slot_not_a_fleet() -> None:
