@@ -124,6 +124,9 @@ class Reason(enum.StrEnum):
     #: the workers asked for took longer than the target age to start, and the flow stopped:
     #: its recent peak is kept for the next rise
     HOLDING_FOR_RISES = "holding the flow's recent peak: workers start slower than the target"
+    #: the flow needed the whole ceiling within the flow's memory, and a job takes at least the
+    #: target: a worker that runs a job let go would drain it beside the next rise
+    KEEPING_RUNNING_JOBS = "keeping the workers that run long jobs: the flow filled the ceiling"
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +248,9 @@ def decide(
         knee = learn(state.knee or KneeState(), history, spec.worker_concurrency or 1)
         state, parts = replace(state, knee=knee), with_knee(parts, knee)
     ceiling, limiter = parts.workers, parts.limited_by
+    needed, reason = _keeping_running_jobs(
+        signals, spec, throughput, state, ceiling, needed, reason
+    )
 
     desired = _rounded(needed, reason, signals, spec, throughput)
     if signals.paused:  # hold what runs: nothing is taken while paused, and jobs still run
@@ -330,6 +336,37 @@ def _holding_for_rises(
     if desired < held:
         return held, Reason.HOLDING_FOR_RISES, state
     return desired, reason, state
+
+
+def _keeping_running_jobs(
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    throughput: float | None,
+    state: PolicyState,
+    ceiling: int | None,
+    needed: float | None,
+    reason: Reason,
+) -> tuple[float | None, Reason]:
+    """At least a worker for each job that runs (up to the workers shown: the jobs are spread
+    over them, not packed into the fewest), where the flow's need of the last 15 minutes
+    (``scaler.start_lag.FLOW_MEMORY``) reached the whole ceiling and a job takes at least the
+    target age. A worker let go drains its jobs for as long as they run, holding its share of
+    the ceiling, and the next rise finds the room full: ``ceilings-251`` (AMQP on-off traffic,
+    a ceiling of 10 workers, 2-minute pods) was 636 s over a 15 s target, none with the
+    workers kept. Where the broker shows the workers and what runs; pools do not keep them
+    (they remember no flow)."""
+    if ceiling is None or needed is None or not throughput or not spec.worker_concurrency:
+        return needed, reason
+    if not signals.consumers or not signals.in_flight:
+        return needed, reason
+    if state.start_lag.peak_flow < ceiling:
+        return needed, reason
+    if _longer_job_seconds(spec, throughput) < spec.target_age:
+        return needed, reason
+    spread = float(min(signals.consumers, signals.in_flight))
+    if spread > needed:
+        return spread, Reason.KEEPING_RUNNING_JOBS
+    return needed, reason
 
 
 def _answered(state: PolicyState, desired: int, now: float) -> PolicyState:

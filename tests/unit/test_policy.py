@@ -1467,3 +1467,34 @@ def test_the_time_a_start_takes_is_learned_from_the_answers_and_the_workers_show
     more = replace(backlog, consumers=3, observed_at=NOW + 175.0)
     _, state = decide(more, spec, NOW + 175.0, state)
     assert state.start_lag.shortest == 175.0
+
+
+# --- the workers that run long jobs, where the flow filled the ceiling ----------------------------
+
+
+def _after_a_full_ceiling(peak: float) -> PolicyState:
+    """A state whose flow needed ``peak`` workers within the flow's memory."""
+    return PolicyState(start_lag=StartLag(flow_peaks=((int(NOW // FLOW_BUCKET), peak),)))
+
+
+def test_workers_that_run_long_jobs_are_kept_where_the_flow_filled_the_ceiling() -> None:
+    # 5 ten-minute jobs run on 8 workers of 4 slots, nothing waits: they keep 1.25 workers busy,
+    # but each may run on a different one, and a worker let go drains its job for up to ten
+    # minutes, holding its share of a ceiling of 10 the flow needed whole a few minutes ago
+    spec = spec_of(jobDuration="10m", workerConcurrency="4", targetAge="60s", maxWorkers="10")
+    lull = signals_of(depth=0, in_flight=5, consumers=8, arrivals=0.01, completions=0.01,
+                      mean_in_flight=5.0)  # fmt: skip
+    decision, _ = run(spec, lull, _after_a_full_ceiling(10.0))
+    assert (decision.desired_workers, decision.reason) == (5, Reason.KEEPING_RUNNING_JOBS)
+    # the flow's peak short of the ceiling: the room is not needed, the busy slots are kept
+    decision, _ = run(spec, lull, _after_a_full_ceiling(9.0))
+    assert decision.desired_workers == 2
+    assert decision.reason is not Reason.KEEPING_RUNNING_JOBS
+    # jobs shorter than the target drain within it: not kept either
+    short = spec_of(jobDuration="30s", workerConcurrency="4", targetAge="60s", maxWorkers="10")
+    decision, _ = run(short, lull, _after_a_full_ceiling(10.0))
+    assert decision.reason is not Reason.KEEPING_RUNNING_JOBS
+    # never more than the workers shown, whatever runs
+    crowded = replace(lull, in_flight=20, mean_in_flight=20.0)
+    decision, _ = run(spec, crowded, _after_a_full_ceiling(10.0))
+    assert decision.desired_workers == 8
