@@ -355,7 +355,7 @@ def _keeping_running_jobs(
     a ceiling of 10 workers, 2-minute pods) was 636 s over a 15 s target, none with the
     workers kept. Where the broker shows the workers and what runs; pools do not keep them
     (they remember no flow)."""
-    if ceiling is None or needed is None or not throughput or not spec.worker_concurrency:
+    if not ceiling or needed is None or not throughput or not spec.worker_concurrency:
         return needed, reason
     if not signals.consumers or not signals.in_flight:
         return needed, reason
@@ -721,7 +721,7 @@ def _needed(
         rate = _future_arrival_rate(signals)
         steady = rate / throughput
         keep_up = max(
-            _horizon_busy(signals, spec, throughput, steady),
+            _horizon_busy(signals, spec, throughput, steady, workers_now),
             _saturated(signals, spec, workers_now) or 0.0,
         )
         waiting = max(0.0, depth - _held_backlog(signals, spec, throughput, rate))
@@ -748,7 +748,11 @@ def _needed(
 
 
 def _horizon_busy(
-    signals: QueueSignals, spec: TriggerSpec, throughput: float, steady: float
+    signals: QueueSignals,
+    spec: TriggerSpec,
+    throughput: float,
+    steady: float,
+    workers_now: int | None,
 ) -> float:
     """The workers busy one horizon ahead, where the broker shows the workers and the jobs that
     run: those running now that are still running then, plus the steady-state need (``steady``,
@@ -758,9 +762,19 @@ def _horizon_busy(
     whole job time's worth of arrivals at once: one arrival in the rate window of a 10-minute
     job reads as ten workers' flow, most of which a later answer can add as the jobs come
     (h is ``HORIZON``, the next answer's distance).
-    Where workers or what runs are not shown (Celery's early acks hide running tasks), or the
-    job time is not known, the steady need."""
-    if signals.in_flight is None or not signals.consumers or not spec.worker_concurrency:
+    Where what runs is not shown (Huey, a plain list), the busy slots still grow by no more
+    than the arrivals of a horizon: at most those on top of every slot of the workers there are
+    (``workers_now``: the previous answer there), which may all be held unseen. The steady need
+    of jobs much longer than the horizon reads one arrival as many workers' flow there too:
+    ``broad-184``, a Huey queue of 28-minute jobs, asked 28 workers for one job, and the
+    blind step-down took the hour to let them go.
+    Where the workers are not shown, or the job time is not known, the steady need."""
+    if not spec.worker_concurrency:
+        return steady
+    if signals.in_flight is None:
+        arriving = steady * throughput * HORIZON / spec.worker_concurrency
+        return min(steady, (workers_now or 0) + arriving)
+    if not signals.consumers:
         return steady
     job_seconds = _job_seconds(spec.worker_concurrency, throughput)
     running = _busy_workers(signals, spec, signals.in_flight) or 0.0

@@ -1173,7 +1173,12 @@ def test_a_long_target_lets_the_fleet_be_short_of_the_flow_while_the_oldest_job_
     short = spec_of(jobDuration="2s", workerConcurrency="4", targetAge="1m")
     assert run(short, young)[0].desired_workers == 2
     long_jobs = spec_of(jobDuration="6m", workerConcurrency="4", targetAge="5m")
-    assert run(long_jobs, young)[0].desired_workers == 246  # 2.6 x 90 + 40 / 300 s x 90
+    # no patience: the whole need, 2 workers shown plus the arrivals of the 30 s horizon
+    # (what runs is not shown: 2 + 2.6 x 30 / 4) and a slot for each waiting job on top of
+    # them (40 / 4 + 2), where the steady need would be 2.6 x 90 + 40 / 300 s x 90
+    long_need = run(long_jobs, young)[0]
+    assert long_need.needed == pytest.approx(2 + 2.6 * 30 / 4 + 40 / 4 + 2)
+    assert long_need.desired_workers == 34
     # a mean job over a thirtieth of the target (often a mix's few long jobs) may be a worker
     # short too, but never below the workers the running jobs hold: a scale-in stops the jobs
     # on the pods it takes (mixes-021, 18 s mean jobs on a 5-minute target: 22 workers taken
@@ -1313,6 +1318,23 @@ def test_a_backlog_of_long_jobs_is_drained_by_one_slot_a_job_at_most() -> None:
     assert decision.desired_workers == 4
     larger, _ = decide(unseen, spec, NOW, PolicyState(last_desired=10))
     assert larger.needed == pytest.approx(10 + 6 / 2)
+
+
+def test_in_the_dark_the_busy_slots_grow_by_the_arrivals_of_a_horizon() -> None:
+    # a Huey queue of 28-minute jobs, one slot a worker: one job in the 60 s window reads as
+    # 1/60 jobs/s, a flow of 28 workers. Busy slots grow only by what arrives: within the 30 s
+    # horizon, half a job on top of every worker there is (broad-184 asked 28 for one job)
+    spec = spec_of(format="huey", jobDuration="1680s", workerConcurrency="1", targetAge="15s")
+    one_job = signals_of(depth=0, arrivals=1 / 60, completions=0.0)
+    decision, _ = decide(one_job, spec, NOW, PolicyState(last_desired=0))
+    assert decision.needed == pytest.approx(0.5)
+    assert decision.desired_workers == 1
+    held, _ = decide(one_job, spec, NOW, PolicyState(last_desired=3))
+    assert held.needed == pytest.approx(3.5)
+    # a flow of short jobs is its steady need: 2 jobs/s of 2 s on 4 slots, 1 worker
+    short = spec_of(format="huey", jobDuration="2s", workerConcurrency="4", targetAge="15s")
+    flow = signals_of(depth=0, arrivals=2.0, completions=2.0)
+    assert decide(flow, short, NOW, PolicyState(last_desired=0))[0].needed == pytest.approx(1.0)
 
 
 def test_a_requeued_job_past_the_target_asks_one_slot_not_a_fleet() -> None:
