@@ -240,6 +240,8 @@ def decide(
     state = _learn_cold_wait(signals, state, now)
     state = _learn_busy(signals, state, now)
     throughput = _throughput(spec, state)
+    flow = _flow_need(signals, spec, throughput)
+    state = _remember_flow(state, flow, now)
     # the workers that run now: the broker's count, else the previous answer
     workers_now = signals.consumers if signals.consumers is not None else state.last_desired
     needed, reason = _needed(signals, spec, throughput, workers_now)
@@ -268,9 +270,7 @@ def decide(
         )
         desired, reason = _first_window(signals, spec, desired, reason)
         desired = _past_tolerance(signals, spec, throughput, workers_now, desired)
-        desired, reason, state = _holding_for_rises(
-            signals, spec, throughput, now, state, desired, reason
-        )
+        desired, reason = _holding_for_rises(spec, state, flow, desired, reason)
     if ceiling is not None and desired > ceiling:
         desired, reason = ceiling, Reason.CLAMPED
     released = settle(state.released, signals, spec, now)
@@ -307,35 +307,41 @@ def decide(
     return decision, state
 
 
-def _holding_for_rises(
-    signals: QueueSignals,
-    spec: TriggerSpec,
-    throughput: float | None,
-    now: float,
-    state: PolicyState,
-    desired: int,
-    reason: Reason,
-) -> tuple[int, Reason, PolicyState]:
-    """At least the flow's recent peak where the workers an answer asks for take longer than
-    the target age to start and the flow stopped (:func:`scaler.start_lag.held_flow`): the
-    next rise would wait a whole start for the fleet let go. The flow's need: its arrivals
-    over a worker's throughput, or where nothing waits the workers its running jobs keep busy
-    (a list its workers empty between samples shows a rate of next to nothing). ``broad-282``:
-    on-off traffic, Sidekiq pods that boot for 175 s, a 15 s target; the fleet was let go in
-    each pause and every rise waited minutes (632 s over the target where Judoscale, which
-    held it, had 8)."""
+def _flow_need(signals: QueueSignals, spec: TriggerSpec, throughput: float | None) -> float | None:
+    """The flow's need now, in workers (a fraction), which the flow memory keeps
+    (:func:`scaler.start_lag.remember_flow`): its arrivals over a worker's throughput, or where
+    nothing waits the workers its running jobs keep busy (a list its workers empty between
+    samples shows a rate of next to nothing). None where the throughput or the depth is not
+    known."""
     if not throughput or signals.depth is None:
-        return desired, reason, state
+        return None
     running = None if signals.depth else _running(signals, spec, throughput)
     busy = _busy_workers(signals, spec, running)
-    flow = max(_future_arrival_rate(signals) / throughput, busy or 0.0)
+    return max(_future_arrival_rate(signals) / throughput, busy or 0.0)
+
+
+def _remember_flow(state: PolicyState, flow: float | None, now: float) -> PolicyState:
+    """The state with the flow's need now in its memory (read by :func:`_holding_for_rises`
+    and :func:`_keeping_running_jobs`), whether or not the queue is paused."""
     lag = remember_flow(state.start_lag, flow, now)
-    if lag is not state.start_lag:
-        state = replace(state, start_lag=lag)
-    held = held_flow(lag, flow, spec.target_age)
+    return state if lag is state.start_lag else replace(state, start_lag=lag)
+
+
+def _holding_for_rises(
+    spec: TriggerSpec, state: PolicyState, flow: float | None, desired: int, reason: Reason
+) -> tuple[int, Reason]:
+    """At least the flow's recent peak where the workers an answer asks for take longer than
+    the target age to start and the flow stopped (:func:`scaler.start_lag.held_flow`; ``flow``:
+    its need now, :func:`_flow_need`): the next rise would wait a whole start for the fleet let
+    go. ``broad-282``: on-off traffic, Sidekiq pods that boot for 175 s, a 15 s target; the
+    fleet was let go in each pause and every rise waited minutes (632 s over the target where
+    Judoscale, which held it, had 8)."""
+    if flow is None:
+        return desired, reason
+    held = held_flow(state.start_lag, flow, spec.target_age)
     if desired < held:
-        return held, Reason.HOLDING_FOR_RISES, state
-    return desired, reason, state
+        return held, Reason.HOLDING_FOR_RISES
+    return desired, reason
 
 
 def _keeping_running_jobs(
