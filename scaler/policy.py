@@ -75,9 +75,11 @@ STEP_RATIO = 1.5
 #: of the arrivals the window's rate expects in the fast rate's span
 STEP_SIGMAS = 4.0
 #: where the broker shows the workers and what runs, the flow is sized for the slots busy this
-#: many seconds ahead (see :func:`_horizon_busy`): KEDA's default polling interval, when the
-#: next answer comes and can add what arrived meanwhile (half the target age, at least 60 s,
-#: sized long-job fleets for a minute or more of a burst's rate as if it went on)
+#: many seconds ahead, and where it does not show what runs the flow adds at most this many
+#: seconds of arrivals to the workers there are (see :func:`_horizon_busy`): KEDA's default
+#: polling interval, when the next answer comes and can add what arrived meanwhile (half the
+#: target age, at least 60 s, sized long-job fleets for a minute or more of a burst's rate as
+#: if it went on)
 HORIZON = 30.0
 #: a backlog of the flow's arrivals over this share of the target age waits without a plan to
 #: drain it (see :func:`_held_backlog`) ...
@@ -360,7 +362,7 @@ def _keeping_running_jobs(
     the ceiling, and the next rise finds the room full: ``ceilings-251`` (AMQP on-off traffic,
     a ceiling of 10 workers, 2-minute pods) was 636 s over a 15 s target, none with the
     workers kept. Where the broker shows the workers and what runs; pools do not keep them
-    (they remember no flow)."""
+    (they remember no flow); a ceiling of 0 keeps none."""
     if not ceiling or needed is None or not throughput or not spec.worker_concurrency:
         return needed, reason
     if not signals.consumers or not signals.in_flight:
@@ -768,18 +770,23 @@ def _horizon_busy(
     whole job time's worth of arrivals at once: one arrival in the rate window of a 10-minute
     job reads as ten workers' flow, most of which a later answer can add as the jobs come
     (h is ``HORIZON``, the next answer's distance).
-    Where what runs is not shown (Huey, a plain list), the busy slots still grow by no more
-    than the arrivals of a horizon: at most those on top of every slot of the workers there are
-    (``workers_now``: the previous answer there), which may all be held unseen. The steady need
+    Where what runs is not shown (Huey, a plain list, RabbitMQ without its management API),
+    the busy slots still grow by no more than the arrivals of a horizon: at most those (at the
+    rate kept up with) on top of every slot of the workers there are (``workers_now``: the
+    broker's count, else the previous answer), which may all be held unseen. The steady need
     of jobs much longer than the horizon reads one arrival as many workers' flow there too:
     ``broad-184``, a Huey queue of 28-minute jobs, asked 28 workers for one job, and the
-    blind step-down took the hour to let them go.
-    Where the workers are not shown, or the job time is not known, the steady need."""
+    blind step-down took the hour to let them go. The cap grows with each answer, which comes
+    more often than the horizon (the HPA syncs every 15 s): it errs towards more workers.
+    Where the workers are not shown, none answered yet (a scaler restarted may face a fleet of
+    unseen jobs), or the job time is not known, the steady need."""
     if not spec.worker_concurrency:
         return steady
     if signals.in_flight is None:
+        if workers_now is None:
+            return steady
         arriving = steady * throughput * HORIZON / spec.worker_concurrency
-        return min(steady, (workers_now or 0) + arriving)
+        return min(steady, workers_now + arriving)
     if not signals.consumers:
         return steady
     job_seconds = _job_seconds(spec.worker_concurrency, throughput)

@@ -1174,10 +1174,10 @@ def test_a_long_target_lets_the_fleet_be_short_of_the_flow_while_the_oldest_job_
     assert run(short, young)[0].desired_workers == 2
     long_jobs = spec_of(jobDuration="6m", workerConcurrency="4", targetAge="5m")
     # no patience: the whole need, 2 workers shown plus the arrivals of the 30 s horizon
-    # (what runs is not shown: 2 + 2.6 x 30 / 4) and a slot for each waiting job on top of
-    # them (40 / 4 + 2), where the steady need would be 2.6 x 90 + 40 / 300 s x 90
+    # (what runs is not shown: 2 + 2.6 x 30 / 4) and the drain plan, 40 / 300 s x 90 (a slot
+    # for each waiting job on top of the 2 is as many), where the steady need would be 2.6 x 90
     long_need = run(long_jobs, young)[0]
-    assert long_need.needed == pytest.approx(2 + 2.6 * 30 / 4 + 40 / 4 + 2)
+    assert long_need.needed == pytest.approx(2 + 2.6 * 30 / 4 + 40 / 300 * 90)
     assert long_need.desired_workers == 34
     # a mean job over a thirtieth of the target (often a mix's few long jobs) may be a worker
     # short too, but never below the workers the running jobs hold: a scale-in stops the jobs
@@ -1331,6 +1331,10 @@ def test_in_the_dark_the_busy_slots_grow_by_the_arrivals_of_a_horizon() -> None:
     assert decision.desired_workers == 1
     held, _ = decide(one_job, spec, NOW, PolicyState(last_desired=3))
     assert held.needed == pytest.approx(3.5)
+    # no answer yet and no workers shown (a scaler restarted beside a fleet of unseen jobs):
+    # nothing bounds what runs, so the steady need stands
+    fresh, _ = decide(one_job, spec, NOW, PolicyState())
+    assert fresh.needed == pytest.approx(28.0)
     # a flow of short jobs is its steady need: 2 jobs/s of 2 s on 4 slots, 1 worker
     short = spec_of(format="huey", jobDuration="2s", workerConcurrency="4", targetAge="15s")
     flow = signals_of(depth=0, arrivals=2.0, completions=2.0)
