@@ -716,7 +716,9 @@ def _needed(
     long job unseen, and the plan is at most a slot for each waiting job on top of them: a plain
     list of 29-minute jobs under a 15 s target asked 132 workers for 4 waiting jobs, and KEDA's
     maximum of 100 ran for 40 minutes (``broad-201``; capped at the slots alone, a Huey queue
-    under a 15 s target, ``mixes-184``, went from 46 to 206 s over it)."""
+    under a 15 s target, ``mixes-184``, went from 46 to 206 s over it). The flow's need there
+    counts those workers already (:func:`_horizon_busy`), so the plan adds only those it does
+    not: the need is at most the larger of the two plus a slot for each waiting job."""
     if signals.depth is None:
         return None, Reason.DEPTH_UNKNOWN
     depth = signals.depth
@@ -736,10 +738,10 @@ def _needed(
         drain = waiting / _drain_seconds(spec, throughput) / throughput
         if spec.worker_concurrency:
             slots = waiting / spec.worker_concurrency
-            # unseen, every slot there is may hold a long job: the waiting start on new ones
-            drain = min(
-                drain, slots if signals.in_flight is not None else slots + (workers_now or 0)
-            )
+            # unseen, every slot there is may hold a long job: the waiting start on new ones,
+            # beside the workers the flow's need counts already
+            unseen = max(0.0, (workers_now or 0) - keep_up)
+            drain = min(drain, slots if signals.in_flight is not None else slots + unseen)
         needed = keep_up + drain
         reason = Reason.DRAINING_BACKLOG if drain > keep_up else Reason.KEEPING_UP
     age = signals.oldest_age.value

@@ -1174,11 +1174,12 @@ def test_a_long_target_lets_the_fleet_be_short_of_the_flow_while_the_oldest_job_
     assert run(short, young)[0].desired_workers == 2
     long_jobs = spec_of(jobDuration="6m", workerConcurrency="4", targetAge="5m")
     # no patience: the whole need, 2 workers shown plus the arrivals of the 30 s horizon
-    # (what runs is not shown: 2 + 2.6 x 30 / 4) and the drain plan, 40 / 300 s x 90 (a slot
-    # for each waiting job on top of the 2 is as many), where the steady need would be 2.6 x 90
+    # (what runs is not shown: 2 + 2.6 x 30 / 4) and a slot for each waiting job (40 / 4; the
+    # plan, 40 / 300 s x 90, is 12, and the 2 are counted once), where the steady need would be
+    # 2.6 x 90 = 234
     long_need = run(long_jobs, young)[0]
-    assert long_need.needed == pytest.approx(2 + 2.6 * 30 / 4 + 40 / 300 * 90)
-    assert long_need.desired_workers == 34
+    assert long_need.needed == pytest.approx(2 + 2.6 * 30 / 4 + 40 / 4)
+    assert long_need.desired_workers == 32
     # a mean job over a thirtieth of the target (often a mix's few long jobs) may be a worker
     # short too, but never below the workers the running jobs hold: a scale-in stops the jobs
     # on the pods it takes (mixes-021, 18 s mean jobs on a 5-minute target: 22 workers taken
