@@ -712,8 +712,8 @@ def _needed(
     each (67 workers for 18 waiting 7-minute jobs, ``broad-115``), and a job a scale-in stopped
     comes back with its first enqueue time, which the age rule read as a fleet many times too
     slow (41 workers for one 8-minute job 497 s old, ``broad-160``). Where the broker does not
-    show what runs, every slot of the workers there are (the previous answer) may be held by a
-    long job unseen, and the plan is at most a slot for each waiting job on top of them: a plain
+    show what runs, every slot of the workers there are (the broker's count, else the previous
+    answer) may be held by a long job unseen, and the plan is at most a slot for each waiting job on top of them: a plain
     list of 29-minute jobs under a 15 s target asked 132 workers for 4 waiting jobs, and KEDA's
     maximum of 100 ran for 40 minutes (``broad-201``; capped at the slots alone, a Huey queue
     under a 15 s target, ``mixes-184``, went from 46 to 206 s over it). The flow's need there
